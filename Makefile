@@ -1,0 +1,85 @@
+# hitl — Makefile. `make help` lists the targets.
+
+# Pinned tool and control-plane versions (DEVELOPERS.md).
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+K8S_VERSION ?= v1.37.2
+ETCD_VERSION ?= v3.6.16
+
+LOCALBIN ?= $(shell pwd)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+ENVTEST_DIR ?= $(LOCALBIN)/k8s
+
+# Tests find kube-apiserver and etcd here.
+export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
+
+# Packages of `make test`: everything but the end-to-end and benchmark suites.
+TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench)
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRDs, RBAC and webhook manifests under config/.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate the DeepCopy methods of the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: test
+test: manifests generate vet envtest-assets ## Run the unit and envtest suites.
+	go test $(TEST_PKGS) -count=1 -coverprofile cover.out
+
+.PHONY: fuzz
+fuzz: ## Fuzz the answer-batch validator for a while (FUZZTIME, default 30s).
+	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateAnswers -fuzztime $${FUZZTIME:-30s}
+
+.PHONY: verify
+verify: manifests generate ## Fail when regeneration or go mod tidy changes the tree.
+	go mod tidy
+	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
+		echo "verify: generated files or go.mod are out of date:"; git status --porcelain -- api config go.mod go.sum; \
+		git --no-pager diff -- api config go.mod go.sum | head -50; exit 1; fi
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager and kubectl-hitl into bin/.
+	go build -o $(LOCALBIN)/manager ./cmd/manager
+
+.PHONY: run
+run: build envtest-assets ## Start a local control plane with the CRDs and the manager (Ctrl-C stops everything).
+	go build -o $(LOCALBIN)/localcp ./hack/localcp
+	$(LOCALBIN)/localcp --write-kubeconfig $(LOCALBIN)/kubeconfig --manager $(LOCALBIN)/manager
+
+##@ Dependencies
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into bin/.
+$(CONTROLLER_GEN):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: envtest-assets
+envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).
+	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) ./hack/envtest-assets.sh $(ENVTEST_DIR)

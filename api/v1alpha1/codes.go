@@ -1,0 +1,32 @@
+package v1alpha1
+
+// ErrorCode is one of the stable error codes of the hitl specification. It
+// starts every denial message and condition message, and it is the reason of
+// a rejected reply.
+type ErrorCode string
+
+// The error codes of the specification. The CRD's CEL messages spell the same
+// strings, because markers cannot refer to Go constants; the envtest suite
+// checks that each of them is denied with its code.
+const (
+	// CodeEmptyQuestions: an ask with no questions.
+	CodeEmptyQuestions ErrorCode = "EMPTY_QUESTIONS"
+	// CodeBadIntent: an intent that breaks the PlanReview or Approval rules.
+	CodeBadIntent ErrorCode = "BAD_INTENT"
+	// CodeBadTimeout: a non-positive, fractional-millisecond or oversized timeout.
+	CodeBadTimeout ErrorCode = "BAD_TIMEOUT"
+	// CodeDelegatedCaller: a subagent asking a person directly.
+	CodeDelegatedCaller ErrorCode = "DELEGATED_CALLER"
+	// CodeAgentMismatch: the creating user may not ask as spec.agent.
+	CodeAgentMismatch ErrorCode = "AGENT_MISMATCH"
+	// CodeBadAnswer: an answer batch that breaks the batch rules.
+	CodeBadAnswer ErrorCode = "BAD_ANSWER"
+	// CodeReplyQueued: the question already has a queued reply.
+	CodeReplyQueued ErrorCode = "REPLY_QUEUED"
+	// CodeNotAnswerable: the question is Settled, Cancelled or missing.
+	CodeNotAnswerable ErrorCode = "NOT_ANSWERABLE"
+	// CodeForbidden: the replying user may not answer this agent's questions.
+	CodeForbidden ErrorCode = "FORBIDDEN"
+	// CodeAskAborted: the agent's ask was cancelled before it was answered.
+	CodeAskAborted ErrorCode = "ASK_ABORTED"
+)

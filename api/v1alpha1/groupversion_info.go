@@ -1,0 +1,34 @@
+// Package v1alpha1 holds the hitl.dev/v1alpha1 API: UserQuestion, an agent's
+// ask for a person's answer, and QuestionReply, a person's answer to it.
+//
+// +kubebuilder:object:generate=true
+// +groupName=hitl.dev
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every hitl kind.
+	GroupVersion = schema.GroupVersion{Group: "hitl.dev", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the hitl kinds with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the hitl kinds to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+// Labels and annotations that hitl reads and writes.
+const (
+	// AgentLabel carries the asking agent on questions and replies.
+	AgentLabel = "hitl.dev/agent"
+	// QuestionLabel carries the question's name on replies and claims.
+	QuestionLabel = "hitl.dev/question"
+	// ClaimLabel marks a Lease as a claim on a question; its value is "true".
+	ClaimLabel = "hitl.dev/claim"
+	// AgentAnnotation on a ServiceAccount names the agent it may ask as.
+	AgentAnnotation = "hitl.dev/agent"
+)

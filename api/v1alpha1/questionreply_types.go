@@ -1,0 +1,147 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReplyOutcome is what the controller did with a reply.
+// +kubebuilder:validation:Enum=Applied;Queued;Admitted;Rejected
+type ReplyOutcome string
+
+const (
+	// OutcomeApplied: the reply settled an Open question inside its window.
+	OutcomeApplied ReplyOutcome = "Applied"
+	// OutcomeQueued: the reply waits, queued on a Continued question, for the agent to admit it.
+	OutcomeQueued ReplyOutcome = "Queued"
+	// OutcomeAdmitted: the agent admitted the queued reply and it settled the question late.
+	OutcomeAdmitted ReplyOutcome = "Admitted"
+	// OutcomeRejected: the reply changed nothing; reason holds the error code.
+	OutcomeRejected ReplyOutcome = "Rejected"
+)
+
+// AnswerItem is the answer to one question of the ask.
+type AnswerItem struct {
+	// id is the id of the answered question.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	ID string `json:"id"`
+
+	// selected holds the selected option labels. Empty, with no custom text,
+	// it marks a skipped question. Each label appears at most once.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=200
+	Selected []string `json:"selected,omitempty"`
+
+	// custom is free text (the "Other" answer). For a single-select question
+	// it replaces the choice, so selected must then be empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Custom string `json:"custom,omitempty"`
+}
+
+// Skipped reports whether the item marks its question as skipped.
+func (a AnswerItem) Skipped() bool { return len(a.Selected) == 0 && a.Custom == "" }
+
+// QuestionReference names a question in the reply's namespace.
+type QuestionReference struct {
+	// name is the UserQuestion's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// QuestionReplySpec is a person's answer batch. It is immutable.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.answers) && size(self.answers) > 0",message="BAD_ANSWER: spec.answers must hold one item per question of the ask",fieldPath=".answers"
+// +kubebuilder:validation:XValidation:rule="!has(self.answers) || self.answers.exists(a, (has(a.selected) && size(a.selected) > 0) || (has(a.custom) && size(a.custom) > 0))",message="BAD_ANSWER: a batch may skip some questions, not all of them",fieldPath=".answers"
+type QuestionReplySpec struct {
+	// questionRef names the question answered, in the same namespace.
+	// +required
+	QuestionRef QuestionReference `json:"questionRef"`
+
+	// answers is the batch: one item per question of the ask, keyed by id.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=16
+	Answers []AnswerItem `json:"answers,omitempty"`
+
+	// answeredBy is the authenticated user who created the reply, stamped by
+	// the admission webhook from the API request; whatever a client sends
+	// here is overwritten.
+	// +optional
+	AnsweredBy *UserInfo `json:"answeredBy,omitempty"`
+}
+
+// QuestionReplyStatus is what the controller did with the reply.
+type QuestionReplyStatus struct {
+	// outcome is Applied, Queued, Admitted or Rejected; empty until the
+	// controller has processed the reply.
+	// +optional
+	Outcome ReplyOutcome `json:"outcome,omitempty"`
+
+	// reason is the error code of a Rejected reply.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason ErrorCode `json:"reason,omitempty"`
+
+	// message explains the outcome; for a rejection it starts with the code
+	// and names the question id and the rule broken.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, Reconciling and Stalled, read by kstatus-based
+	// tools: a rejected reply reads as failed, an applied or admitted one as current.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// QuestionReply is a person's answer to a UserQuestion. Create one to
+// answer; delete a queued one to withdraw it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=qr,categories=hitl
+// +kubebuilder:printcolumn:name="Question",type=string,JSONPath=`.spec.questionRef.name`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Answered By",type=string,JSONPath=`.spec.answeredBy.username`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type QuestionReply struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the answer batch; it cannot be changed after creation.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: delete the reply and create a new one"
+	Spec QuestionReplySpec `json:"spec"`
+
+	// status is what the controller did with the reply.
+	// +optional
+	Status QuestionReplyStatus `json:"status,omitempty"`
+}
+
+// QuestionReplyList is a list of QuestionReplies.
+//
+// +kubebuilder:object:root=true
+type QuestionReplyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []QuestionReply `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&QuestionReply{}, &QuestionReplyList{})
+}

@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// The metrics of SPEC §5, on the manager's metrics endpoint.
+var (
+	settleSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hitl_question_settle_seconds",
+		Help:    "Time from ask (creation) to settlement, by whether the answer came late.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400},
+	}, []string{"late"})
+	continuedLateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hitl_question_continued_lateness_seconds",
+		Help:    "How long after its deadline a question's Continued transition was written.",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10},
+	})
+	repliesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_replies_total",
+		Help: "Replies processed, by outcome and, for rejections, reason.",
+	}, []string{"outcome", "reason"})
+	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_question_transitions_total",
+		Help: "Question state transitions written, by the state entered.",
+	}, []string{"state"})
+	questionsDesc = prometheus.NewDesc("hitl_questions", "Questions by state, as the controller's cache holds them.", []string{"state"}, nil)
+	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
+)
+
+// stateCollector reports gauges computed at scrape time from the cache and
+// the claim tracker, so that no reconcile pays for them. It reads from the
+// most recently set up controller.
+type stateCollector struct {
+	source atomic.Pointer[collectorSource]
+}
+
+type collectorSource struct {
+	reader client.Reader
+	claims *claimTracker
+	clock  clock.PassiveClock
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- questionsDesc
+	ch <- claimsDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.source.Load()
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts := map[hitlv1.QuestionState]int{
+		hitlv1.StateOpen: 0, hitlv1.StateContinued: 0, hitlv1.StateSettled: 0, hitlv1.StateCancelled: 0,
+	}
+	var list hitlv1.UserQuestionList
+	if err := src.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
+		for i := range list.Items {
+			state := list.Items[i].Status.State
+			if state == "" {
+				state = hitlv1.StateOpen
+			}
+			counts[state]++
+		}
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(questionsDesc, prometheus.GaugeValue, float64(n), string(state))
+	}
+	ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(src.claims.live(src.clock.Now())))
+}
+
+var (
+	collector    = &stateCollector{}
+	registerOnce sync.Once
+)
+
+// registerMetrics adds hitl's metrics to controller-runtime's registry once
+// per process, and points the state gauges at src.
+func registerMetrics(src *collectorSource) {
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, collector)
+	})
+	collector.source.Store(src)
+}

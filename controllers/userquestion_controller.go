@@ -1,0 +1,317 @@
+// Package controllers holds hitl's question lifecycle controller: it moves
+// each UserQuestion through Open, Continued, Settled and Cancelled, and gives
+// each QuestionReply its outcome.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// Cache indexes.
+const (
+	// ReplyQuestionIndex indexes replies by spec.questionRef.name.
+	ReplyQuestionIndex = "spec.questionRef.name"
+	// claimQuestionIndex indexes claim Leases by their hitl.dev/question label.
+	claimQuestionIndex = "claim.question"
+)
+
+// conflictRetry is how soon a question whose write lost a race is looked at
+// again; the newer version is usually in the cache by then.
+const conflictRetry = 20 * time.Millisecond
+
+// CacheOptions keeps the manager's cache small: no managedFields on any
+// object, and only the Leases that are claims.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{hitlv1.ClaimLabel: "true"})},
+		},
+	}
+}
+
+// UserQuestionReconciler owns the life of UserQuestions.
+type UserQuestionReconciler struct {
+	client.Client
+	// APIReader reads around the cache, to confirm that a question is
+	// really missing before its replies are rejected.
+	APIReader client.Reader
+	// Clock is the time source for deadlines, claims and settlements.
+	Clock clock.Clock
+	// Recorder records the events users see.
+	Recorder events.EventRecorder
+
+	claims *claimTracker
+}
+
+// +kubebuilder:rbac:groups=hitl.dev,resources=userquestions,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=hitl.dev,resources=userquestions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager registers the indexes and the controller, reconciling up
+// to workers questions at once.
+func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hitlv1.QuestionReply{}, ReplyQuestionIndex,
+		func(o client.Object) []string { return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name} }); err != nil {
+		return fmt.Errorf("indexing replies by question: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &coordinationv1.Lease{}, claimQuestionIndex,
+		func(o client.Object) []string { return []string{o.GetLabels()[hitlv1.QuestionLabel]} }); err != nil {
+		return fmt.Errorf("indexing claims by question: %w", err)
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.claims = newClaimTracker()
+	registerMetrics(&collectorSource{reader: mgr.GetCache(), claims: r.claims, clock: r.Clock})
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("userquestion").
+		// Status writes are the controller's own; only spec changes
+		// (cancelled, admittedReply), creation and deletion matter.
+		For(&hitlv1.UserQuestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A reply's spec is immutable: its arrival and its deletion matter.
+		Watches(&hitlv1.QuestionReply{}, handler.EnqueueRequestsFromMapFunc(replyQuestion),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// Every renewal of a claim is observed, to judge its liveness.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {
+	r := o.(*hitlv1.QuestionReply)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.QuestionRef.Name}}}
+}
+
+func claimQuestion(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[hitlv1.QuestionLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// Reconcile reads a question, its replies and its claims, decides the next
+// status, and writes it.
+func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	q := &hitlv1.UserQuestion{}
+	if err := r.Get(ctx, req.NamespacedName, q); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("reading question: %w", err)
+		}
+		r.claims.forget(req.NamespacedName)
+		return ctrl.Result{}, r.rejectOrphans(ctx, req.NamespacedName)
+	}
+	if q.DeletionTimestamp != nil {
+		r.claims.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+
+	replies, err := r.repliesOf(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var leases coordinationv1.LeaseList
+	if err := r.List(ctx, &leases, client.InNamespace(q.Namespace), client.MatchingFields{claimQuestionIndex: q.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing claims: %w", err)
+	}
+	now := r.Clock.Now()
+	claims, heldUntil := r.claims.observe(req.NamespacedName, leases.Items, now)
+
+	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now})
+	if d.Expired {
+		return ctrl.Result{}, r.expire(ctx, q, replies, leases.Items)
+	}
+	if err := r.apply(ctx, q, replies, d, now); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// repliesOf lists the replies naming a question, in creation order.
+func (r *UserQuestionReconciler) repliesOf(ctx context.Context, question types.NamespacedName) ([]hitlv1.QuestionReply, error) {
+	var list hitlv1.QuestionReplyList
+	if err := r.List(ctx, &list, client.InNamespace(question.Namespace), client.MatchingFields{ReplyQuestionIndex: question.Name}); err != nil {
+		return nil, fmt.Errorf("listing replies: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := &list.Items[i], &list.Items[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	return list.Items, nil
+}
+
+// apply writes a decision: first the question's status, guarded by the
+// resourceVersion it was decided on, then the replies' outcomes, which
+// follow from it. When only replies change, the unchanged status is still
+// written, as a fence: a stale read then fails instead of rejecting a reply
+// with the wrong reason.
+func (r *UserQuestionReconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, d Decision, now time.Time) error {
+	if len(d.Replies) > 0 || !equality.Semantic.DeepEqual(q.Status, d.Status) {
+		next := q.DeepCopy()
+		next.Status = d.Status
+		if err := r.Status().Update(ctx, next); err != nil {
+			return fmt.Errorf("writing the question's status: %w", err)
+		}
+	}
+	if d.Transition != "" {
+		r.recordTransition(q, &d.Status, now)
+	}
+	for _, c := range d.Replies {
+		for i := range replies {
+			if replies[i].Name == c.Name {
+				if err := r.writeOutcome(ctx, q, &replies[i], c, now); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *UserQuestionReconciler) recordTransition(q *hitlv1.UserQuestion, st *hitlv1.UserQuestionStatus, now time.Time) {
+	transitionsTotal.WithLabelValues(string(st.State)).Inc()
+	switch st.State {
+	case hitlv1.StateContinued:
+		lateness := now.Sub(st.Deadline.Time)
+		continuedLateness.Observe(lateness.Seconds())
+		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateContinued), "Continue",
+			"The window closed unanswered %s after its deadline; the question stays answerable", lateness.Round(time.Millisecond))
+	case hitlv1.StateSettled:
+		s := st.Settlement
+		settleSeconds.WithLabelValues(strconv.FormatBool(s.Late)).Observe(now.Sub(q.CreationTimestamp.Time).Seconds())
+		when := "inside its window"
+		if s.Late {
+			when = "late, admitted by the agent"
+		}
+		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateSettled), "Settle",
+			"Settled by reply %s from %s, %s", s.Reply, username(s.AnsweredBy), when)
+	case hitlv1.StateCancelled:
+		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateCancelled), "Cancel", "The agent cancelled the ask")
+	}
+}
+
+// writeOutcome patches a reply's status with its new outcome.
+func (r *UserQuestionReconciler) writeOutcome(ctx context.Context, q *hitlv1.UserQuestion, reply *hitlv1.QuestionReply, c ReplyChange, now time.Time) error {
+	next := reply.DeepCopy()
+	next.Status.Outcome, next.Status.Reason, next.Status.Message = c.Outcome, c.Reason, c.Message
+	setReplyConditions(&next.Status, reply.Generation, now)
+	if err := r.Status().Patch(ctx, next, client.MergeFrom(reply)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the outcome of reply %s: %w", reply.Name, err)
+	}
+	repliesTotal.WithLabelValues(string(c.Outcome), string(c.Reason)).Inc()
+	if c.Outcome == hitlv1.OutcomeRejected {
+		var related runtime.Object
+		if q != nil {
+			related = q
+		}
+		r.Recorder.Eventf(reply, related, corev1.EventTypeWarning, string(c.Reason), "Reject", "%s", c.Message)
+	}
+	return nil
+}
+
+// rejectOrphans rejects the unprocessed replies of a question that does not
+// exist, once the API server confirms it is missing (the cache may lag).
+func (r *UserQuestionReconciler) rejectOrphans(ctx context.Context, question types.NamespacedName) error {
+	replies, err := r.repliesOf(ctx, question)
+	if err != nil {
+		return err
+	}
+	var pending []*hitlv1.QuestionReply
+	for i := range replies {
+		if replies[i].Status.Outcome == "" && replies[i].DeletionTimestamp == nil {
+			pending = append(pending, &replies[i])
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := r.APIReader.Get(ctx, question, &hitlv1.UserQuestion{}); !apierrors.IsNotFound(err) {
+		// It exists (the cache will catch up and bring it here), or the
+		// read failed and is retried.
+		return err
+	}
+	now := r.Clock.Now()
+	for _, reply := range pending {
+		c := ReplyChange{Name: reply.Name, Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeNotAnswerable,
+			Message: fmt.Sprintf("%s: question %s does not exist", hitlv1.CodeNotAnswerable, question.Name)}
+		if err := r.writeOutcome(ctx, nil, reply, c, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expire deletes a question whose TTL after finishing has passed, with its
+// replies and claims (also where no garbage collector runs).
+func (r *UserQuestionReconciler) expire(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, leases []coordinationv1.Lease) error {
+	for i := range replies {
+		if err := client.IgnoreNotFound(r.Delete(ctx, &replies[i])); err != nil {
+			return fmt.Errorf("deleting reply %s of an expired question: %w", replies[i].Name, err)
+		}
+	}
+	for i := range leases {
+		if err := client.IgnoreNotFound(r.Delete(ctx, &leases[i])); err != nil {
+			return fmt.Errorf("deleting claim %s of an expired question: %w", leases[i].Name, err)
+		}
+	}
+	policy := metav1.DeletePropagationBackground
+	if err := client.IgnoreNotFound(r.Delete(ctx, q, &client.DeleteOptions{PropagationPolicy: &policy,
+		Preconditions: &metav1.Preconditions{UID: &q.UID}})); err != nil {
+		return fmt.Errorf("deleting the expired question: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted a finished question after its TTL", "question", klog.KObj(q))
+	return nil
+}
+
+func username(u *hitlv1.UserInfo) string {
+	if u == nil || u.Username == "" {
+		return "an unknown user"
+	}
+	return u.Username
+}

@@ -1,0 +1,314 @@
+package controllers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// Inputs is everything the next status of a question depends on.
+type Inputs struct {
+	// Question is the question as last read.
+	Question *hitlv1.UserQuestion
+	// Replies are the replies naming the question, in creation order.
+	Replies []hitlv1.QuestionReply
+	// Claims are the question's claim Leases, with the liveness the
+	// controller observed.
+	Claims []Claim
+	// HeldUntil is the latest time a claim, now gone or expired, was known
+	// to hold the window open.
+	HeldUntil time.Time
+	// Now is the current time.
+	Now time.Time
+}
+
+// Claim is a claim Lease as the controller judges it.
+type Claim struct {
+	// Lease is the Lease's name and Holder its holderIdentity.
+	Lease, Holder string
+	// ExpiresAt is when the controller last observed a renewal, plus the
+	// lease duration.
+	ExpiresAt time.Time
+}
+
+// ReplyChange is a new outcome for a reply.
+type ReplyChange struct {
+	Name    string
+	Outcome hitlv1.ReplyOutcome
+	Reason  hitlv1.ErrorCode
+	Message string
+}
+
+// Decision is what Reconcile writes.
+type Decision struct {
+	// Status is the question's next status.
+	Status hitlv1.UserQuestionStatus
+	// Transition is the state the question moved to, or "" when it stayed.
+	Transition hitlv1.QuestionState
+	// Replies are the replies whose outcome changes.
+	Replies []ReplyChange
+	// RequeueAfter is when the question needs another look (a deadline, a
+	// claim's expiry, the TTL); zero when nothing is scheduled.
+	RequeueAfter time.Duration
+	// Expired is true when the question's TTL after finishing has passed.
+	Expired bool
+}
+
+// Decide computes a question's next status and its replies' outcomes. It is
+// a pure function of its inputs: Reconcile gathers them and applies the
+// decision with one write guarded by the question's resourceVersion, so a
+// decision made on stale inputs is refused rather than applied.
+func Decide(in Inputs) Decision {
+	q := in.Question
+	d := decider{in: in, st: *q.Status.DeepCopy()}
+	d.prepare()
+
+	if !d.st.State.Terminal() {
+		switch {
+		case q.Spec.Cancelled:
+			d.cancel()
+		case d.st.State == hitlv1.StateContinued && d.admissible():
+			d.settle(d.st.QueuedReply.Name, d.st.QueuedReply.Answers, d.st.QueuedReply.AnsweredBy, true)
+		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply.Name):
+			d.st.QueuedReply = nil
+		}
+	}
+	for i := range in.Replies {
+		d.reply(&in.Replies[i])
+	}
+	if d.st.State == hitlv1.StateOpen && d.windowClosed() {
+		d.continueAt(in.Now)
+	}
+	d.schedule()
+
+	out := Decision{Status: d.st, Replies: d.changes, RequeueAfter: d.requeue, Expired: d.expired}
+	prev := q.Status.State
+	if prev == "" {
+		prev = hitlv1.StateOpen
+	}
+	if d.st.State != prev {
+		out.Transition = d.st.State
+	}
+	setQuestionConditions(&out.Status, q.Generation, in.Now)
+	return out
+}
+
+type decider struct {
+	in      Inputs
+	st      hitlv1.UserQuestionStatus
+	live    []Claim
+	changes []ReplyChange
+	requeue time.Duration
+	expired bool
+}
+
+// prepare fills what every status carries: the state of a new question, its
+// deadline (computed once), its question count, and its live claims.
+func (d *decider) prepare() {
+	q := d.in.Question
+	if d.st.State == "" {
+		d.st.State = hitlv1.StateOpen
+	}
+	d.st.QuestionCount = int32(len(q.Spec.Questions))
+	d.st.ObservedGeneration = q.Generation
+	if q.Spec.Timeout != nil && d.st.Deadline == nil {
+		deadline := metav1.NewMicroTime(q.CreationTimestamp.Add(q.Spec.Timeout.Duration))
+		d.st.Deadline = &deadline
+	}
+	for _, c := range d.in.Claims {
+		if c.ExpiresAt.After(d.in.Now) {
+			d.live = append(d.live, c)
+		}
+	}
+	sort.Slice(d.live, func(i, j int) bool { return d.live[i].Lease < d.live[j].Lease })
+	d.st.Claims = nil
+	for _, c := range d.live {
+		d.st.Claims = append(d.st.Claims, hitlv1.ClaimHolder{Lease: c.Lease, Holder: c.Holder})
+	}
+}
+
+func (d *decider) timed() bool { return d.st.Deadline != nil }
+
+// windowClosed reports whether a timed question's foreground window is over:
+// its deadline has passed and no live claim holds it.
+func (d *decider) windowClosed() bool {
+	return d.timed() && !d.in.Now.Before(d.st.Deadline.Time) && len(d.live) == 0
+}
+
+// inWindow reports whether a reply created at t arrived inside the window:
+// before the deadline, or while a claim held the window. Creation times are
+// whole seconds, so a reply in the deadline's second counts as in time.
+func (d *decider) inWindow(t time.Time) bool {
+	if !d.timed() || len(d.live) > 0 {
+		return true
+	}
+	return t.Before(d.st.Deadline.Time) || t.Before(d.in.HeldUntil)
+}
+
+func (d *decider) admissible() bool {
+	admitted := d.in.Question.Spec.AdmittedReply
+	return admitted != "" && d.st.QueuedReply != nil && d.st.QueuedReply.Name == admitted
+}
+
+// withdrawn reports whether the named reply is gone or being deleted.
+func (d *decider) withdrawn(name string) bool {
+	for i := range d.in.Replies {
+		if r := &d.in.Replies[i]; r.Name == name {
+			return r.DeletionTimestamp != nil
+		}
+	}
+	return true
+}
+
+func (d *decider) cancel() {
+	d.st.State = hitlv1.StateCancelled
+	d.st.QueuedReply = nil
+}
+
+func (d *decider) continueAt(t time.Time) {
+	d.st.State = hitlv1.StateContinued
+	at := metav1.NewTime(t)
+	d.st.ContinuedAt = &at
+}
+
+func (d *decider) settle(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
+	d.st.State = hitlv1.StateSettled
+	d.st.Answers = answers
+	d.st.QueuedReply = nil
+	d.st.Settlement = &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewTime(d.in.Now)}
+}
+
+// reply gives one reply its outcome, applying it to the question when it is
+// new. Outcomes the status already implies (the settling or queued reply)
+// are restored, so a crash between the question's write and the reply's
+// changes nothing.
+func (d *decider) reply(r *hitlv1.QuestionReply) {
+	q := d.in.Question
+	if s := d.st.Settlement; s != nil && s.Reply == r.Name {
+		if s.Late {
+			d.outcome(r, hitlv1.OutcomeAdmitted, "", fmt.Sprintf("admitted by the agent; settled question %s late", q.Name))
+		} else {
+			d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
+		}
+		return
+	}
+	if qr := d.st.QueuedReply; qr != nil && qr.Name == r.Name {
+		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
+		return
+	}
+	switch r.Status.Outcome {
+	case hitlv1.OutcomeQueued:
+		// Queued once, no longer: the question was cancelled while it waited.
+		if d.st.State.Terminal() {
+			d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s was %s while the reply was queued", q.Name, d.st.State))
+		}
+		return
+	case "":
+	default:
+		return
+	}
+	if r.DeletionTimestamp != nil {
+		return
+	}
+
+	if d.st.State == hitlv1.StateOpen && !d.inWindow(r.CreationTimestamp.Time) {
+		// The window closed before this reply arrived: the question was
+		// Continued at that moment, whether or not it was written yet.
+		d.continueAt(d.in.Now)
+	}
+	switch d.st.State {
+	case hitlv1.StateSettled, hitlv1.StateCancelled:
+		d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s is %s", q.Name, d.st.State))
+	case hitlv1.StateContinued:
+		if d.st.QueuedReply != nil {
+			d.reject(r, hitlv1.CodeReplyQueued, fmt.Sprintf("question %s already has queued reply %s", q.Name, d.st.QueuedReply.Name))
+			return
+		}
+		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
+			return
+		}
+		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewTime(d.in.Now)}
+		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
+	case hitlv1.StateOpen:
+		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
+			return
+		}
+		d.settle(r.Name, r.Spec.Answers, r.Spec.AnsweredBy, false)
+		d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
+	}
+}
+
+func (d *decider) reject(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, message string) {
+	if !strings.HasPrefix(message, string(code)+": ") {
+		message = string(code) + ": " + message
+	}
+	d.outcome(r, hitlv1.OutcomeRejected, code, message)
+}
+
+func (d *decider) outcome(r *hitlv1.QuestionReply, outcome hitlv1.ReplyOutcome, reason hitlv1.ErrorCode, message string) {
+	if r.DeletionTimestamp != nil {
+		return
+	}
+	const maxMessage = 1024
+	if len(message) > maxMessage {
+		message = message[:maxMessage]
+	}
+	if r.Status.Outcome == outcome && r.Status.Reason == reason && r.Status.Message == message {
+		return
+	}
+	d.changes = append(d.changes, ReplyChange{Name: r.Name, Outcome: outcome, Reason: reason, Message: message})
+}
+
+// schedule sets when the question needs another look: at its deadline, when
+// its first live claim expires, or when its TTL after finishing ends.
+func (d *decider) schedule() {
+	now := d.in.Now
+	var next time.Time
+	earliest := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	switch {
+	case d.st.State.Terminal():
+		if ttl := d.in.Question.Spec.TTLSecondsAfterFinished; ttl != nil {
+			expiry := finishedAt(&d.st, now).Add(time.Duration(*ttl) * time.Second)
+			d.expired = !now.Before(expiry)
+			earliest(expiry)
+		}
+	default:
+		// Claims are looked at again when they expire, to keep
+		// status.claims true and to close a held window.
+		for _, c := range d.live {
+			earliest(c.ExpiresAt)
+		}
+		if d.st.State == hitlv1.StateOpen && d.timed() {
+			earliest(d.st.Deadline.Time)
+		}
+	}
+	if !next.IsZero() {
+		d.requeue = next.Sub(now)
+	}
+}
+
+// finishedAt is when a terminal question finished: its settlement time, or
+// when its Ready condition last changed (cancellation).
+func finishedAt(st *hitlv1.UserQuestionStatus, now time.Time) time.Time {
+	if st.Settlement != nil {
+		return st.Settlement.At.Time
+	}
+	for _, c := range st.Conditions {
+		if c.Type == ConditionReady && c.Reason == string(hitlv1.StateCancelled) {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return now
+}

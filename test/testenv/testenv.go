@@ -1,0 +1,66 @@
+// Package testenv starts the local control plane (envtest's kube-apiserver
+// and etcd, from KUBEBUILDER_ASSETS) with hitl's CRDs installed, for the
+// envtest suites, the end-to-end tests and `make run`.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// Root is the repository's top directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Scheme knows the built-in kinds and hitl's.
+func Scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := hitlv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// New returns an environment that installs hitl's CRDs. It finds the
+// control-plane binaries through KUBEBUILDER_ASSETS, falling back to bin/k8s.
+func New() *envtest.Environment {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		_ = os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(Root(), "bin", "k8s"))
+	}
+	return &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}
+}
+
+// Start starts env and returns its admin config and a client for it.
+func Start(env *envtest.Environment) (*rest.Config, client.Client, error) {
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the local control plane (KUBEBUILDER_ASSETS=%s; run `make envtest-assets`): %w",
+			os.Getenv("KUBEBUILDER_ASSETS"), err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, nil, fmt.Errorf("creating a client: %w", err)
+	}
+	return cfg, c, nil
+}
