@@ -1,0 +1,424 @@
+package controllers_test
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/controllers"
+	. "github.com/hitl-dev/hitl/test/builders"
+)
+
+func question(ns, name string) func() *hitlv1.UserQuestion {
+	return func() *hitlv1.UserQuestion {
+		q := &hitlv1.UserQuestion{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, q)).To(Succeed())
+		return q
+	}
+}
+
+func state(ns, name string) func() hitlv1.QuestionState {
+	get := question(ns, name)
+	return func() hitlv1.QuestionState { return get().Status.State }
+}
+
+func reply(ns, name string) func() hitlv1.QuestionReplyStatus {
+	return func() hitlv1.QuestionReplyStatus {
+		r := &hitlv1.QuestionReply{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, r)).To(Succeed())
+		return r.Status
+	}
+}
+
+func outcome(ns, name string) func() hitlv1.ReplyOutcome {
+	get := reply(ns, name)
+	return func() hitlv1.ReplyOutcome { return get().Outcome }
+}
+
+// events counts the events with the given reason about the named object.
+func events(ns, name, reason string) func() int {
+	return func() int {
+		var list eventsv1.EventList
+		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				n++
+				if e.DeprecatedCount > 1 {
+					n += int(e.DeprecatedCount) - 1
+				}
+				if e.Series != nil {
+					n += int(e.Series.Count) - 1
+				}
+			}
+		}
+		return n
+	}
+}
+
+func claim(ns, name, questionName, holder string, seconds int32) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: questionName}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+}
+
+var _ = Describe("A blocking question", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("settles in window with the reply's batch, once", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Ask("env", "Where?", "staging", "prod").Ask("notes", "Notes?").Obj())).To(Succeed())
+		Eventually(state(ns, "deploy")).Should(Equal(hitlv1.StateOpen))
+		q := question(ns, "deploy")()
+		Expect(q.Status.Deadline).To(BeNil())
+		Expect(q.Status.QuestionCount).To(BeEquivalentTo(2))
+		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, controllers.ConditionReconciling)).To(BeTrue())
+
+		Consistently(state(ns, "deploy"), "1500ms").Should(Equal(hitlv1.StateOpen), "a blocking question never times out")
+
+		Expect(k8s.Create(ctx, Reply("alice", ns, "deploy").Select("env", "staging").Custom("notes", "ship it").AnsweredBy("alice").Obj())).To(Succeed())
+		Eventually(state(ns, "deploy")).Should(Equal(hitlv1.StateSettled))
+		q = question(ns, "deploy")()
+		Expect(q.Status.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"staging"}}, {ID: "notes", Custom: "ship it"}}))
+		Expect(q.Status.Settlement.Reply).To(Equal("alice"))
+		Expect(q.Status.Settlement.Late).To(BeFalse())
+		Expect(q.Status.Settlement.AnsweredBy.Username).To(Equal("alice"))
+		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, controllers.ConditionReady)).To(BeTrue())
+		Expect(q.Status.ObservedGeneration).To(Equal(q.Generation))
+
+		Eventually(outcome(ns, "alice")).Should(Equal(hitlv1.OutcomeApplied))
+		Eventually(events(ns, "deploy", "Settled")).Should(Equal(1))
+
+		By("a second reply to the settled question is NOT_ANSWERABLE and changes nothing")
+		Expect(k8s.Create(ctx, Reply("bob", ns, "deploy").Select("env", "prod").Skip("notes").Obj())).To(Succeed())
+		Eventually(outcome(ns, "bob")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "bob")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
+		Expect(reply(ns, "bob")().Message).To(HavePrefix("NOT_ANSWERABLE: question deploy is Settled"))
+		Eventually(events(ns, "bob", string(hitlv1.CodeNotAnswerable))).Should(Equal(1))
+		Expect(question(ns, "deploy")().Status.Settlement.Reply).To(Equal("alice"))
+		Consistently(events(ns, "deploy", "Settled"), "500ms").Should(Equal(1))
+	})
+
+	It("rejects a bad batch with BAD_ANSWER naming the question id, and stays Open", func() {
+		Expect(k8s.Create(ctx, Question("pick", ns).Ask("color", "Which?", "red", "blue").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("both", ns, "pick").Select("color", "red", "blue").Obj())).To(Succeed())
+		Eventually(outcome(ns, "both")).Should(Equal(hitlv1.OutcomeRejected))
+		st := reply(ns, "both")()
+		Expect(st.Reason).To(Equal(hitlv1.CodeBadAnswer))
+		Expect(st.Message).To(HavePrefix("BAD_ANSWER: question color: the question is single-select"))
+		Expect(meta.IsStatusConditionTrue(st.Conditions, controllers.ConditionStalled)).To(BeTrue())
+		Expect(state(ns, "pick")()).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("rejects a reply to a missing question with NOT_ANSWERABLE", func() {
+		Expect(k8s.Create(ctx, Reply("lost", ns, "nobody-asked").Custom("q", "hello").Obj())).To(Succeed())
+		Eventually(outcome(ns, "lost")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "lost")().Message).To(Equal("NOT_ANSWERABLE: question nobody-asked does not exist"))
+	})
+
+	It("is Cancelled when the agent cancels, and later replies are NOT_ANSWERABLE", func() {
+		Expect(k8s.Create(ctx, Question("c", ns).Ask("q", "Q?").Obj())).To(Succeed())
+		Eventually(state(ns, "c")).Should(Equal(hitlv1.StateOpen))
+		q := question(ns, "c")()
+		q.Spec.Cancelled = true
+		Expect(k8s.Update(ctx, q)).To(Succeed())
+		Eventually(state(ns, "c")).Should(Equal(hitlv1.StateCancelled))
+		Expect(meta.IsStatusConditionTrue(question(ns, "c")().Status.Conditions, controllers.ConditionStalled)).To(BeTrue())
+		Eventually(events(ns, "c", "Cancelled")).Should(Equal(1))
+		Expect(k8s.Create(ctx, Reply("late", ns, "c").Custom("q", "too late").Obj())).To(Succeed())
+		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "late")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
+	})
+})
+
+var _ = Describe("A timed question", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("becomes Continued at its deadline, queues a late reply, refuses a second, and settles late on admission", func() {
+		Expect(k8s.Create(ctx, Question("lunch", ns).Ask("food", "What?", "pizza", "sushi").Multi().Timeout(2*time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "lunch")).Should(Equal(hitlv1.StateOpen))
+		q := question(ns, "lunch")()
+		Expect(q.Status.Deadline.Time).To(Equal(q.CreationTimestamp.Add(2 * time.Second)))
+
+		Eventually(state(ns, "lunch")).Should(Equal(hitlv1.StateContinued))
+		q = question(ns, "lunch")()
+		Expect(q.Status.ContinuedAt.Time).NotTo(BeTemporally("<", q.Status.Deadline.Time.Truncate(time.Second)), "never early")
+		Eventually(events(ns, "lunch", "Continued")).Should(Equal(1))
+
+		Expect(k8s.Create(ctx, Reply("first", ns, "lunch").Select("food", "pizza", "sushi").AnsweredBy("alice").Obj())).To(Succeed())
+		Eventually(outcome(ns, "first")).Should(Equal(hitlv1.OutcomeQueued))
+		q = question(ns, "lunch")()
+		Expect(q.Status.State).To(Equal(hitlv1.StateContinued))
+		Expect(q.Status.QueuedReply.Name).To(Equal("first"))
+		Expect(q.Status.QueuedReply.Answers).To(HaveLen(1))
+
+		Expect(k8s.Create(ctx, Reply("second", ns, "lunch").Select("food", "sushi").Obj())).To(Succeed())
+		Eventually(outcome(ns, "second")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "second")().Reason).To(Equal(hitlv1.CodeReplyQueued))
+		Expect(reply(ns, "second")().Message).To(HavePrefix("REPLY_QUEUED: question lunch already has queued reply first"))
+
+		q.Spec.AdmittedReply = "first"
+		Expect(k8s.Update(ctx, q)).To(Succeed())
+		Eventually(state(ns, "lunch")).Should(Equal(hitlv1.StateSettled))
+		q = question(ns, "lunch")()
+		Expect(q.Status.Settlement.Late).To(BeTrue())
+		Expect(q.Status.Settlement.Reply).To(Equal("first"))
+		Expect(q.Status.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "food", Selected: []string{"pizza", "sushi"}}}))
+		Expect(q.Status.QueuedReply).To(BeNil())
+		Eventually(outcome(ns, "first")).Should(Equal(hitlv1.OutcomeAdmitted))
+
+		By("deleting the admitted reply changes nothing")
+		Expect(k8s.Delete(ctx, &hitlv1.QuestionReply{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns}})).To(Succeed())
+		Consistently(state(ns, "lunch"), "500ms").Should(Equal(hitlv1.StateSettled))
+		Expect(question(ns, "lunch")().Status.Answers).To(HaveLen(1))
+		Expect(events(ns, "lunch", "Settled")()).To(Equal(1))
+	})
+
+	It("clears a withdrawn queued reply and stays answerable", func() {
+		Expect(k8s.Create(ctx, Question("w", ns).Ask("q", "Q?", "yes", "no").Timeout(time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "w")).Should(Equal(hitlv1.StateContinued))
+		Expect(k8s.Create(ctx, Reply("oops", ns, "w").Select("q", "yes").Obj())).To(Succeed())
+		Eventually(outcome(ns, "oops")).Should(Equal(hitlv1.OutcomeQueued))
+
+		Expect(k8s.Delete(ctx, &hitlv1.QuestionReply{ObjectMeta: metav1.ObjectMeta{Name: "oops", Namespace: ns}})).To(Succeed())
+		Eventually(func() *hitlv1.QueuedReply { return question(ns, "w")().Status.QueuedReply }).Should(BeNil())
+		Expect(state(ns, "w")()).To(Equal(hitlv1.StateContinued))
+
+		Expect(k8s.Create(ctx, Reply("better", ns, "w").Select("q", "no").Obj())).To(Succeed())
+		Eventually(outcome(ns, "better")).Should(Equal(hitlv1.OutcomeQueued))
+	})
+
+	It("rejects a queued reply with NOT_ANSWERABLE when the agent cancels", func() {
+		Expect(k8s.Create(ctx, Question("cq", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "cq")).Should(Equal(hitlv1.StateContinued))
+		Expect(k8s.Create(ctx, Reply("waiting", ns, "cq").Custom("q", "answer").Obj())).To(Succeed())
+		Eventually(outcome(ns, "waiting")).Should(Equal(hitlv1.OutcomeQueued))
+		q := question(ns, "cq")()
+		q.Spec.Cancelled = true
+		Expect(k8s.Update(ctx, q)).To(Succeed())
+		Eventually(state(ns, "cq")).Should(Equal(hitlv1.StateCancelled))
+		Expect(question(ns, "cq")().Status.QueuedReply).To(BeNil())
+		Eventually(outcome(ns, "waiting")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "waiting")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
+	})
+
+	It("stays Open while a claim is live, and becomes Continued within a second of its deletion", func() {
+		Expect(k8s.Create(ctx, Question("held", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, claim(ns, "held-alice", "held", "alice", 30))).To(Succeed())
+		Eventually(func() []hitlv1.ClaimHolder { return question(ns, "held")().Status.Claims }).
+			Should(Equal([]hitlv1.ClaimHolder{{Lease: "held-alice", Holder: "alice"}}))
+		Consistently(state(ns, "held"), "2500ms").Should(Equal(hitlv1.StateOpen))
+
+		Expect(k8s.Delete(ctx, claim(ns, "held-alice", "held", "alice", 30))).To(Succeed())
+		deleted := time.Now()
+		Eventually(state(ns, "held"), "1s", "10ms").Should(Equal(hitlv1.StateContinued))
+		Expect(time.Since(deleted)).To(BeNumerically("<", time.Second))
+		Expect(question(ns, "held")().Status.Claims).To(BeEmpty())
+	})
+
+	It("becomes Continued when its only claim expires unrenewed", func() {
+		Expect(k8s.Create(ctx, Question("lapsed", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, claim(ns, "lapsed-bob", "lapsed", "bob", 5))).To(Succeed())
+		created := time.Now()
+		Eventually(state(ns, "lapsed"), "10s").Should(Equal(hitlv1.StateContinued))
+		Expect(time.Since(created)).To(BeNumerically(">=", 4*time.Second), "the claim held the window for its lease duration")
+	})
+
+	It("ignores claims on a blocking question except to list them", func() {
+		Expect(k8s.Create(ctx, Question("b", ns).Ask("q", "Q?").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, claim(ns, "b-carol", "b", "carol", 30))).To(Succeed())
+		Eventually(func() []hitlv1.ClaimHolder { return question(ns, "b")().Status.Claims }).Should(HaveLen(1))
+		Expect(state(ns, "b")()).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("is deleted with its replies after ttlSecondsAfterFinished", func() {
+		Expect(k8s.Create(ctx, Question("ttl", ns).Ask("q", "Q?").TTL(1).Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("ttl-r", ns, "ttl").Custom("q", "done").Obj())).To(Succeed())
+		Eventually(state(ns, "ttl")).Should(Equal(hitlv1.StateSettled))
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ttl"}, &hitlv1.UserQuestion{}))
+		}, "5s").Should(BeTrue())
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ttl-r"}, &hitlv1.QuestionReply{}))).To(BeTrue())
+	})
+})
+
+var _ = Describe("Racing replies", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	createConcurrently := func(question string, n int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				Expect(k8s.Create(ctx, Reply(fmt.Sprintf("r%02d", i), ns, question).Select("q", "yes").Obj())).To(Succeed())
+			}()
+		}
+		wg.Wait()
+	}
+	outcomes := func() map[string]int {
+		var list hitlv1.QuestionReplyList
+		Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		counts := map[string]int{}
+		for _, r := range list.Items {
+			counts[string(r.Status.Outcome)+"/"+string(r.Status.Reason)]++
+		}
+		return counts
+	}
+
+	It("queues exactly one of 50 concurrent replies to a Continued question", func() {
+		Expect(k8s.Create(ctx, Question("c50", ns).Ask("q", "Q?", "yes", "no").Timeout(time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "c50")).Should(Equal(hitlv1.StateContinued))
+		createConcurrently("c50", 50)
+		Eventually(outcomes).Should(Equal(map[string]int{"Queued/": 1, "Rejected/REPLY_QUEUED": 49}))
+		Consistently(outcomes, "500ms").Should(Equal(map[string]int{"Queued/": 1, "Rejected/REPLY_QUEUED": 49}))
+	})
+
+	It("applies exactly one of 50 concurrent replies to an Open question and settles it once", func() {
+		Expect(k8s.Create(ctx, Question("o50", ns).Ask("q", "Q?", "yes", "no").Obj())).To(Succeed())
+		Eventually(state(ns, "o50")).Should(Equal(hitlv1.StateOpen))
+
+		// Watch the question's status history while the replies race.
+		w, err := k8sWatch(ns)
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		var history []hitlv1.QuestionState
+		var settledBy []string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ev := range w.ResultChan() {
+				if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == "o50" {
+					history = append(history, q.Status.State)
+					if q.Status.Settlement != nil {
+						settledBy = append(settledBy, q.Status.Settlement.Reply)
+					}
+				}
+			}
+		}()
+
+		createConcurrently("o50", 50)
+		Eventually(outcomes).Should(Equal(map[string]int{"Applied/": 1, "Rejected/NOT_ANSWERABLE": 49}))
+		Consistently(outcomes, "500ms").Should(Equal(map[string]int{"Applied/": 1, "Rejected/NOT_ANSWERABLE": 49}))
+		w.Stop()
+		<-done
+		Expect(settledBy).NotTo(BeEmpty())
+		for _, name := range settledBy {
+			Expect(name).To(Equal(settledBy[0]), "settled by one reply only")
+		}
+		for i := 1; i < len(history); i++ {
+			if history[i-1] == hitlv1.StateSettled {
+				Expect(history[i]).To(Equal(hitlv1.StateSettled), "nothing moves a question out of Settled")
+			}
+		}
+		Expect(events(ns, "o50", "Settled")()).To(Equal(1))
+	})
+})
+
+var _ = Describe("A manager restart", Ordered, func() {
+	var ns string
+	BeforeAll(func() { ns = newNamespace() })
+	AfterEach(func() {
+		if stopMgr == nil {
+			startManager()
+		}
+	})
+
+	It("keeps a queued reply queued and still refuses a second one with REPLY_QUEUED", func() {
+		Expect(k8s.Create(ctx, Question("rq", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "rq")).Should(Equal(hitlv1.StateContinued))
+		Expect(k8s.Create(ctx, Reply("kept", ns, "rq").Custom("q", "a").Obj())).To(Succeed())
+		Eventually(outcome(ns, "kept")).Should(Equal(hitlv1.OutcomeQueued))
+
+		stopManager()
+		Expect(k8s.Create(ctx, Reply("during", ns, "rq").Custom("q", "b").Obj())).To(Succeed())
+		startManager()
+		Expect(k8s.Create(ctx, Reply("after", ns, "rq").Custom("q", "c").Obj())).To(Succeed())
+
+		Eventually(outcome(ns, "during")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "after")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "during")().Reason).To(Equal(hitlv1.CodeReplyQueued))
+		Expect(reply(ns, "after")().Reason).To(Equal(hitlv1.CodeReplyQueued))
+		Expect(question(ns, "rq")().Status.QueuedReply.Name).To(Equal("kept"))
+		Expect(outcome(ns, "kept")()).To(Equal(hitlv1.OutcomeQueued))
+	})
+
+	It("handles a deadline that passed while it was stopped as soon as it is back", func() {
+		stopManager()
+		Expect(k8s.Create(ctx, Question("missed", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		time.Sleep(2 * time.Second)
+		Expect(state(ns, "missed")()).To(BeEmpty(), "nobody reconciled it while the manager was down")
+		startManager()
+		Eventually(state(ns, "missed"), "3s").Should(Equal(hitlv1.StateContinued))
+		Expect(events(ns, "missed", "Settled")()).To(BeZero())
+	})
+})
+
+func k8sWatch(ns string) (watch.Interface, error) {
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	return wc.Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(ns))
+}
+
+var _ = Describe("The metrics endpoint", func() {
+	It("counts replies by outcome and questions by state", func() {
+		ns := newNamespace()
+		before := counter("hitl_replies_total", map[string]string{"outcome": "Applied", "reason": ""})
+		Expect(k8s.Create(ctx, Question("m", ns).Ask("q", "Q?").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("m-r", ns, "m").Custom("q", "a").Obj())).To(Succeed())
+		Eventually(outcome(ns, "m-r")).Should(Equal(hitlv1.OutcomeApplied))
+		Expect(counter("hitl_replies_total", map[string]string{"outcome": "Applied", "reason": ""})).To(Equal(before + 1))
+		Expect(counter("hitl_questions", map[string]string{"state": "Settled"})).To(BeNumerically(">=", 1))
+		Expect(counter("hitl_question_settle_seconds", map[string]string{"late": "false"})).To(BeNumerically(">=", 1))
+	})
+})
+
+// counter reads a counter or gauge value, or a histogram's sample count,
+// from the registry the metrics endpoint serves.
+func counter(name string, labels map[string]string) float64 {
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue metric
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
