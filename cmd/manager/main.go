@@ -13,9 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/controllers"
+	"github.com/hitl-dev/hitl/pkg/validation"
+	hitlwebhooks "github.com/hitl-dev/hitl/pkg/webhooks"
 )
 
 func main() {
@@ -24,6 +27,11 @@ func main() {
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader so that only one manager reconciles at a time")
 		workers     = flag.Int("max-concurrent-reconciles", 8, "questions reconciled in parallel")
+		maxTimeout  = flag.Duration("max-timeout", validation.DefaultMaxTimeout, "largest spec.timeout accepted (BAD_TIMEOUT above it)")
+		webhooks    = flag.Bool("enable-webhooks", true, "serve the admission webhooks")
+		webhookHost = flag.String("webhook-host", "", "address the webhook server listens on; empty means all")
+		webhookPort = flag.Int("webhook-port", 9443, "port of the webhook server")
+		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -42,6 +50,7 @@ func main() {
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       "hitl-manager.hitl.dev",
 		Cache:                  controllers.CacheOptions(),
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir}),
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
@@ -57,6 +66,11 @@ func main() {
 		os.Exit(1)
 	}
 
+	if *webhooks {
+		must((&hitlwebhooks.QuestionWebhook{Client: mgr.GetClient(), MaxTimeout: *maxTimeout}).SetupWithManager(mgr))
+		must((&hitlwebhooks.ReplyWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr))
+		must(mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()))
+	}
 	must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 

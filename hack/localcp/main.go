@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -36,7 +37,7 @@ func run(kubeconfig, manager string, managerArgs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	env := testenv.New()
+	env := testenv.WithWebhooks(testenv.New())
 	if _, _, err := testenv.Start(env); err != nil {
 		return err
 	}
@@ -70,15 +71,21 @@ func run(kubeconfig, manager string, managerArgs []string) error {
 		<-ctx.Done()
 		return nil
 	}
-	cmd := exec.Command(manager, append([]string{"--kubeconfig", kubeconfig}, managerArgs...)...)
+	wh := testenv.WebhookOptions(env)
+	args := []string{"--kubeconfig", kubeconfig, "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir}
+	cmd := exec.Command(manager, append(args, managerArgs...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the manager: %w", err)
 	}
-	fmt.Printf("The manager runs (metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n")
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if err := testenv.WaitForWebhooks(env, 30*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		return err
+	}
+	fmt.Printf("\nThe manager runs, with its webhooks (metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n")
 
 	select {
 	case err := <-exited:

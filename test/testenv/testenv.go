@@ -4,7 +4,11 @@
 package testenv
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net"
+	"strconv"
+	"time"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -63,4 +68,37 @@ func Start(env *envtest.Environment) (*rest.Config, client.Client, error) {
 		return nil, nil, fmt.Errorf("creating a client: %w", err)
 	}
 	return cfg, c, nil
+}
+
+// WithWebhooks makes env install hitl's webhook configurations, pointed at
+// a local webhook server with generated certificates; see WebhookOptions.
+func WithWebhooks(env *envtest.Environment) *envtest.Environment {
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		Paths: []string{filepath.Join(Root(), "config", "webhook", "manifests.yaml")},
+	}
+	return env
+}
+
+// WebhookOptions are the webhook server settings that match a started env.
+func WebhookOptions(env *envtest.Environment) webhook.Options {
+	o := env.WebhookInstallOptions
+	return webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir}
+}
+
+// WaitForWebhooks waits until the webhook server of a started env accepts
+// TLS connections.
+func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
+	o := env.WebhookInstallOptions
+	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe only
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the webhook server at %s is not serving: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -1,0 +1,132 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// +kubebuilder:webhook:path=/mutate-hitl-dev-v1alpha1-questionreply,mutating=true,failurePolicy=fail,sideEffects=None,groups=hitl.dev,resources=questionreplies,verbs=create,versions=v1alpha1,name=mquestionreply.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-hitl-dev-v1alpha1-questionreply,mutating=false,failurePolicy=fail,sideEffects=None,groups=hitl.dev,resources=questionreplies,verbs=create,versions=v1alpha1,name=vquestionreply.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// ReplyWebhook stamps and checks QuestionReplies.
+type ReplyWebhook struct {
+	// Client reads questions (from the cache) and creates SubjectAccessReviews.
+	Client client.Client
+	// APIReader reads a question the cache does not hold yet.
+	APIReader client.Reader
+}
+
+// SetupWithManager registers the defaulting and validating webhooks.
+func (w *ReplyWebhook) SetupWithManager(mgr ctrl.Manager) error {
+	if w.APIReader == nil {
+		w.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &hitlv1.QuestionReply{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// Default stamps spec.answeredBy from the request's authenticated user,
+// overwriting whatever the client sent, and sets the agent and question
+// labels and an owner reference from the question.
+func (w *ReplyWebhook) Default(ctx context.Context, r *hitlv1.QuestionReply) error {
+	user, err := requestUser(ctx)
+	if err != nil {
+		return err
+	}
+	r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: user.Username, UID: user.UID, Groups: user.Groups}
+
+	q, err := w.question(ctx, r)
+	if err != nil || q == nil {
+		return err // a missing question is refused by the validator
+	}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	r.Labels[hitlv1.AgentLabel] = q.Spec.Agent
+	r.Labels[hitlv1.QuestionLabel] = q.Name
+	owned := false
+	for _, o := range r.OwnerReferences {
+		owned = owned || o.UID == q.UID
+	}
+	if !owned {
+		r.OwnerReferences = append(r.OwnerReferences, metav1.OwnerReference{
+			APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: q.Name, UID: q.UID,
+		})
+	}
+	return nil
+}
+
+// ValidateCreate refuses, in this order: a reply to a missing question
+// (NOT_ANSWERABLE), from a user who may not answer the agent (FORBIDDEN), to
+// a Settled or Cancelled question (NOT_ANSWERABLE), while a reply is queued
+// (REPLY_QUEUED), or with a bad batch (BAD_ANSWER).
+func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionReply) (admission.Warnings, error) {
+	q, err := w.question(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if q == nil {
+		return nil, denial(hitlv1.CodeNotAnswerable, "question %s (spec.questionRef.name) does not exist in namespace %s", r.Spec.QuestionRef.Name, r.Namespace)
+	}
+	user, err := requestUser(ctx)
+	if err != nil {
+		return nil, err
+	}
+	allowed, err := authorizer{w.Client}.allowed(ctx, user, VerbAnswer, q.Namespace, q.Spec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, denial(hitlv1.CodeForbidden, "user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s",
+			user.Username, q.Spec.Agent, VerbAnswer, AgentsResource, hitlv1.GroupVersion.Group, q.Spec.Agent)
+	}
+	switch {
+	case q.Status.State.Terminal():
+		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is %s", q.Name, q.Status.State)
+	case q.Spec.Cancelled:
+		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is being cancelled", q.Name)
+	case q.Status.QueuedReply != nil:
+		return nil, denial(hitlv1.CodeReplyQueued, "question %s already has queued reply %s; withdraw it or wait for the agent to admit it", q.Name, q.Status.QueuedReply.Name)
+	}
+	if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// ValidateUpdate allows updates: the CRD keeps the spec immutable.
+func (w *ReplyWebhook) ValidateUpdate(context.Context, *hitlv1.QuestionReply, *hitlv1.QuestionReply) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateDelete allows every deletion: deleting a queued reply withdraws it.
+func (w *ReplyWebhook) ValidateDelete(context.Context, *hitlv1.QuestionReply) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// question reads the reply's question from the cache, or from the API
+// server when the cache does not hold it yet; nil when it does not exist.
+func (w *ReplyWebhook) question(ctx context.Context, r *hitlv1.QuestionReply) (*hitlv1.UserQuestion, error) {
+	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.QuestionRef.Name}
+	q := &hitlv1.UserQuestion{}
+	err := w.Client.Get(ctx, key, q)
+	if apierrors.IsNotFound(err) {
+		err = w.APIReader.Get(ctx, key, q)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading question %s: %w", key.Name, err))
+	}
+	return q, nil
+}
