@@ -7,11 +7,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"strconv"
-	"time"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"time"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
