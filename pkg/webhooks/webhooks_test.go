@@ -1,0 +1,180 @@
+package webhooks_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	. "github.com/hitl-dev/hitl/test/builders"
+)
+
+// as returns a client that acts as the given user.
+func as(user string, groups ...string) client.Client {
+	GinkgoHelper()
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	cl, err := client.New(c, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return cl
+}
+
+func asServiceAccount(ns, name string) client.Client {
+	return as("system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns)
+}
+
+// deniedWith asserts a webhook denial whose reason starts with the code.
+func deniedWith(err error, code hitlv1.ErrorCode, fragment string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred(), "expected a %s denial", code)
+	Expect(err.Error()).To(ContainSubstring("denied the request: " + string(code) + ": "))
+	Expect(err.Error()).To(ContainSubstring(fragment))
+}
+
+// grant binds a Role with the rules to a subject in ns.
+func grant(ns, name string, subject rbacv1.Subject, rules ...rbacv1.PolicyRule) {
+	GinkgoHelper()
+	Expect(admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules})).To(Succeed())
+	Expect(admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: []rbacv1.Subject{subject}})).To(Succeed())
+}
+
+func user(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+var (
+	createQuestions = rbacv1.PolicyRule{APIGroups: []string{"hitl.dev"}, Resources: []string{"userquestions"}, Verbs: []string{"create", "get"}}
+	createReplies   = rbacv1.PolicyRule{APIGroups: []string{"hitl.dev"}, Resources: []string{"questionreplies"}, Verbs: []string{"create", "get"}}
+)
+
+func agentVerb(verb string, agents ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"hitl.dev"}, Resources: []string{"agents"}, Verbs: []string{verb}, ResourceNames: agents}
+}
+
+func newNamespace() string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "wh-"}}
+	Expect(admin.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+func state(ns, name string) func() hitlv1.QuestionState {
+	return func() hitlv1.QuestionState {
+		q := &hitlv1.UserQuestion{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, q)).To(Succeed())
+		return q.Status.State
+	}
+}
+
+func outcome(ns, name string) func() hitlv1.ReplyOutcome {
+	return func() hitlv1.ReplyOutcome {
+		r := &hitlv1.QuestionReply{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, r)).To(Succeed())
+		return r.Status.Outcome
+	}
+}
+
+var _ = Describe("Asking", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		grant(ns, "service-accounts-ask", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:" + ns}, createQuestions)
+		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns}})).To(Succeed())
+		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns,
+			Annotations: map[string]string{hitlv1.AgentAnnotation: "release-bot"}}})).To(Succeed())
+	})
+
+	It("lets a ServiceAccount ask as itself, and defaults the agent label", func() {
+		q := Question("mine", ns).Agent("bot").Ask("q", "Q?").Obj()
+		Expect(asServiceAccount(ns, "bot").Create(ctx, q)).To(Succeed())
+		Expect(q.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "bot"))
+	})
+
+	It("refuses a ServiceAccount asking as another agent with AGENT_MISMATCH", func() {
+		err := asServiceAccount(ns, "bot").Create(ctx, Question("theirs", ns).Agent("release-bot").Ask("q", "Q?").Obj())
+		deniedWith(err, hitlv1.CodeAgentMismatch, `may not ask as agent "release-bot" (spec.agent)`)
+	})
+
+	It("lets an annotated ServiceAccount ask as the agent its annotation names, and only as it", func() {
+		Expect(asServiceAccount(ns, "runner").Create(ctx, Question("annotated", ns).Agent("release-bot").Ask("q", "Q?").Obj())).To(Succeed())
+		err := asServiceAccount(ns, "runner").Create(ctx, Question("own-name", ns).Agent("runner").Ask("q", "Q?").Obj())
+		deniedWith(err, hitlv1.CodeAgentMismatch, `"runner"`)
+	})
+
+	It("lets a user ask as an agent only with the ask grant", func() {
+		grant(ns, "carol-creates", user("carol"), createQuestions)
+		grant(ns, "dave-asks", user("dave"), createQuestions, agentVerb("ask", "release-bot"))
+		deniedWith(as("carol").Create(ctx, Question("c", ns).Agent("release-bot").Ask("q", "Q?").Obj()), hitlv1.CodeAgentMismatch, `user "carol"`)
+		Expect(as("dave").Create(ctx, Question("d", ns).Agent("release-bot").Ask("q", "Q?").Obj())).To(Succeed())
+		deniedWith(as("dave").Create(ctx, Question("d2", ns).Agent("other-bot").Ask("q", "Q?").Obj()), hitlv1.CodeAgentMismatch, `"other-bot"`)
+	})
+
+	It("refuses a conflicting agent label and a timeout above the maximum", func() {
+		deniedWith(admin.Create(ctx, Question("label", ns).Agent("bot").Label(hitlv1.AgentLabel, "someone-else").Ask("q", "Q?").Obj()),
+			hitlv1.CodeAgentMismatch, "conflicts with spec.agent")
+		deniedWith(admin.Create(ctx, Question("long", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout+time.Millisecond).Obj()),
+			hitlv1.CodeBadTimeout, "above the maximum of 1h0m0s")
+		Expect(admin.Create(ctx, Question("max", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout).Obj())).To(Succeed())
+	})
+})
+
+var _ = Describe("Answering", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace()
+		grant(ns, "alice-answers", user("alice"), createReplies, agentVerb("answer", "bot"))
+		grant(ns, "mallory-creates", user("mallory"), createReplies)
+		Expect(admin.Create(ctx, Question("open", ns).Agent("bot").Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+	})
+
+	It("stamps the real user over a forged answeredBy, and labels and owns the reply", func() {
+		r := Reply("forged", ns, "open").Select("env", "staging").AnsweredBy("the-ceo").Obj()
+		Expect(as("alice", "answerers").Create(ctx, r)).To(Succeed())
+		Expect(r.Spec.AnsweredBy.Username).To(Equal("alice"))
+		Expect(r.Spec.AnsweredBy.Groups).To(ContainElements("answerers", "system:authenticated"))
+		Expect(r.Labels).To(Equal(map[string]string{hitlv1.AgentLabel: "bot", hitlv1.QuestionLabel: "open"}))
+		Expect(r.OwnerReferences).To(HaveLen(1))
+		Expect(r.OwnerReferences[0].Name).To(Equal("open"))
+		Eventually(state(ns, "open")).Should(Equal(hitlv1.StateSettled))
+		q := &hitlv1.UserQuestion{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "open"}, q)).To(Succeed())
+		Expect(q.Status.Settlement.AnsweredBy.Username).To(Equal("alice"))
+	})
+
+	It("refuses a user without the answer grant with FORBIDDEN", func() {
+		deniedWith(as("mallory").Create(ctx, Reply("m", ns, "open").Select("env", "prod").Obj()),
+			hitlv1.CodeForbidden, `user "mallory" may not answer the questions of agent "bot"`)
+	})
+
+	It("refuses a bad batch with BAD_ANSWER naming the question id", func() {
+		deniedWith(as("alice").Create(ctx, Reply("bad", ns, "open").Select("env", "moon").Obj()),
+			hitlv1.CodeBadAnswer, `question env: "moon" is not an option of the question`)
+		Expect(state(ns, "open")()).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("refuses replies to a settled or missing question with NOT_ANSWERABLE", func() {
+		Expect(as("alice").Create(ctx, Reply("first", ns, "open").Select("env", "staging").Obj())).To(Succeed())
+		Eventually(state(ns, "open")).Should(Equal(hitlv1.StateSettled))
+		deniedWith(as("alice").Create(ctx, Reply("again", ns, "open").Select("env", "prod").Obj()),
+			hitlv1.CodeNotAnswerable, "question open is Settled")
+		deniedWith(as("alice").Create(ctx, Reply("nowhere", ns, "missing").Select("env", "prod").Obj()),
+			hitlv1.CodeNotAnswerable, "question missing (spec.questionRef.name) does not exist")
+	})
+
+	It("refuses a second reply while one is queued with REPLY_QUEUED", func() {
+		Expect(admin.Create(ctx, Question("timed", ns).Agent("bot").Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		Eventually(state(ns, "timed")).Should(Equal(hitlv1.StateContinued))
+		Expect(as("alice").Create(ctx, Reply("late", ns, "timed").Custom("q", "sorry I'm late").Obj())).To(Succeed())
+		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeQueued))
+		deniedWith(as("alice").Create(ctx, Reply("later", ns, "timed").Custom("q", "me too").Obj()),
+			hitlv1.CodeReplyQueued, "question timed already has queued reply late")
+	})
+})
