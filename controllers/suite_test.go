@@ -10,17 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/hitl-dev/hitl/controllers"
+	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
@@ -36,8 +31,7 @@ var (
 	cfg     *rest.Config
 	k8s     client.Client
 	ctx     = context.Background()
-	stopMgr context.CancelFunc
-	mgrDone chan struct{}
+	stopMgr func()
 )
 
 var _ = BeforeSuite(func() {
@@ -58,38 +52,17 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// startManager starts a manager with the controller as cmd/manager wires it.
+// startManager starts a manager wired as cmd/manager wires it.
 func startManager() {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-		// The restart tests set the controller up again in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	stop, err := testenv.RunManager(env, cfg, manager.DefaultConfig())
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&controllers.UserQuestionReconciler{
-		Client:   mgr.GetClient(),
-		Clock:    clock.RealClock{},
-		Recorder: mgr.GetEventRecorder("hitl-controller"),
-	}).SetupWithManager(mgr, 8)).To(Succeed())
-
-	var mctx context.Context
-	mctx, stopMgr = context.WithCancel(ctx)
-	mgrDone = make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(mgrDone)
-		Expect(mgr.Start(mctx)).To(Succeed())
-	}()
+	stopMgr = stop
 }
 
 func stopManager() {
 	if stopMgr != nil {
 		stopMgr()
-		<-mgrDone
 		stopMgr = nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -84,6 +85,11 @@ func Decide(in Inputs) Decision {
 	}
 	if d.st.State == hitlv1.StateOpen && d.windowClosed() {
 		d.continueAt(in.Now)
+	}
+	if d.st.State.Terminal() {
+		// Claims on a finished question hold nothing, and nobody would
+		// look again to drop them when they expire.
+		d.st.Claims = nil
 	}
 	d.schedule()
 
@@ -300,15 +306,14 @@ func (d *decider) schedule() {
 }
 
 // finishedAt is when a terminal question finished: its settlement time, or
-// when its Ready condition last changed (cancellation).
+// when its Stalled condition became True (cancellation). Ready is no help:
+// it was False before the cancellation too.
 func finishedAt(st *hitlv1.UserQuestionStatus, now time.Time) time.Time {
 	if st.Settlement != nil {
 		return st.Settlement.At.Time
 	}
-	for _, c := range st.Conditions {
-		if c.Type == ConditionReady && c.Reason == string(hitlv1.StateCancelled) {
-			return c.LastTransitionTime.Time
-		}
+	if c := meta.FindStatusCondition(st.Conditions, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
 	}
 	return now
 }

@@ -655,7 +655,7 @@ func TestDecide(t *testing.T) {
 			in: given(timed().ttl(5), aReply("r1").created(secs(8)).selects("color", "red")).
 				claimed(claim("amy", secs(20))).at(secs(9)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled, deadline: secs(3),
-				claims: []hitlv1.ClaimHolder{holder("amy")}, answers: red, settlement: settled("r1", alice, false, secs(9)),
+				answers: red, settlement: settled("r1", alice, false, secs(9)), // a finished question lists no claims
 				changes: []replyWant{applied("r1")}, requeue: 5 * s},
 		},
 		{
@@ -724,6 +724,11 @@ func TestDecide(t *testing.T) {
 			name: "a question cancelled with a TTL is looked at again when the TTL ends",
 			in:   given(aQuestion().ttl(10)).at(secs(1)).reconciled().agentCancels().at(secs(100)),
 			want: decideWant{state: hitlv1.StateCancelled, transition: hitlv1.StateCancelled, requeue: 10 * s},
+		},
+		{
+			name: "a cancelled question's TTL runs from the cancellation, not from its first look",
+			in:   given(aQuestion().ttl(10)).at(secs(1)).reconciled().agentCancels().at(secs(100)).reconciled().at(secs(101)),
+			want: decideWant{state: hitlv1.StateCancelled, requeue: 9 * s, unchanged: true},
 		},
 		{
 			name: "an open question's TTL does not run",

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -15,13 +16,19 @@ import (
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/controllers"
+	"github.com/hitl-dev/hitl/pkg/manager"
 )
 
 // Root is the repository's top directory.
@@ -101,4 +108,40 @@ func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// RunManager starts, against a started env, a manager wired as the manager
+// binary wires it (with the webhooks when env installs them), waits until
+// it serves, and returns a function that stops it and waits for it to end.
+func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
+	c.Webhooks = len(env.WebhookInstallOptions.Paths) > 0
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  controllers.CacheOptions(),
+		WebhookServer:          webhook.NewServer(WebhookOptions(env)),
+		// Restart tests set the controller up again in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := manager.Setup(mgr, c); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	if c.Webhooks {
+		if err := WaitForWebhooks(env, 30*time.Second); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
 }

@@ -1,0 +1,68 @@
+// Package manager wires hitl's controller and webhooks into a
+// controller-runtime manager, the same way for the manager binary, the
+// envtest suites, the end-to-end tests and the benchmarks.
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/hitl-dev/hitl/controllers"
+	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/pkg/webhooks"
+)
+
+// Config is what the manager's flags set.
+type Config struct {
+	// Workers is how many questions are reconciled at once.
+	Workers int
+	// MaxTimeout is the largest spec.timeout the webhook accepts.
+	MaxTimeout time.Duration
+	// Webhooks serves the admission webhooks when true.
+	Webhooks bool
+	// Clock is the controller's time source; nil means the real clock.
+	Clock clock.Clock
+}
+
+// DefaultConfig is the configuration the manager ships with.
+func DefaultConfig() Config {
+	return Config{Workers: 8, MaxTimeout: validation.DefaultMaxTimeout, Webhooks: true}
+}
+
+// Setup registers the lifecycle controller, the webhooks when enabled, and
+// the health checks with mgr. mgr should be created with
+// controllers.CacheOptions() as its cache options.
+func Setup(mgr ctrl.Manager, c Config) error {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultConfig().Workers
+	}
+	if err := (&controllers.UserQuestionReconciler{
+		Client:   mgr.GetClient(),
+		Clock:    c.Clock,
+		Recorder: mgr.GetEventRecorder("hitl-controller"),
+	}).SetupWithManager(mgr, c.Workers); err != nil {
+		return fmt.Errorf("setting up the question controller: %w", err)
+	}
+	if c.Webhooks {
+		if err := (&webhooks.QuestionWebhook{Client: mgr.GetClient(), MaxTimeout: c.MaxTimeout}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the question webhooks: %w", err)
+		}
+		if err := (&webhooks.ReplyWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the reply webhooks: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("readyz", healthz.Ping)
+}
