@@ -49,6 +49,14 @@ vet: ## Run go vet.
 test: manifests generate vet envtest-assets ## Run the unit and envtest suites.
 	go test $(TEST_PKGS) -count=1 -coverprofile cover.out
 
+.PHONY: test-e2e
+test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane.
+	HITL_BIN=$(LOCALBIN) go test ./test/e2e -count=1 -v -timeout 15m
+
+.PHONY: bench
+bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes).
+	go run ./test/bench $(if $(QUICK),--quick) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/results.json
+
 .PHONY: fuzz
 fuzz: ## Fuzz the answer-batch validator for a while (FUZZTIME, default 30s).
 	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateAnswers -fuzztime $${FUZZTIME:-30s}
@@ -63,12 +71,13 @@ verify: manifests generate ## Fail when regeneration or go mod tidy changes the 
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and kubectl-hitl into bin/.
+build: ## Build the manager, kubectl-hitl and localcp into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
+	go build -o $(LOCALBIN)/kubectl-hitl ./cmd/kubectl-hitl
+	go build -o $(LOCALBIN)/localcp ./hack/localcp
 
 .PHONY: run
 run: build envtest-assets ## Start a local control plane with the CRDs and the manager (Ctrl-C stops everything).
-	go build -o $(LOCALBIN)/localcp ./hack/localcp
 	$(LOCALBIN)/localcp --write-kubeconfig $(LOCALBIN)/kubeconfig --manager $(LOCALBIN)/manager
 
 ##@ Dependencies

@@ -27,6 +27,8 @@ func main() {
 		webhookHost = flag.String("webhook-host", "", "address the webhook server listens on; empty means all")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the webhook server")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
+		qps         = flag.Float64("kube-api-qps", 200, "client-side limit of API requests per second (controller-runtime's default of 20 caps settlement throughput)")
+		burst       = flag.Int("kube-api-burst", 400, "client-side burst of API requests")
 	)
 	flag.IntVar(&c.Workers, "max-concurrent-reconciles", c.Workers, "questions reconciled in parallel")
 	flag.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "largest spec.timeout accepted (BAD_TIMEOUT above it)")
@@ -45,7 +47,9 @@ func main() {
 		panic(err)
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,

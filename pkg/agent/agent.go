@@ -1,0 +1,192 @@
+// Package agent is the Go SDK an agent uses to ask people questions through
+// the Kubernetes API: it creates UserQuestions, waits for the controller to
+// settle them, reads the agent's questions as the active and settled views,
+// streams late replies, admits them and cancels asks.
+//
+// An Agent sees only its own objects: every list and watch is scoped to its
+// namespace and selects the hitl.dev/agent label on the server. It never
+// polls; it watches and, when a watch ends, resumes from the last
+// resourceVersion it saw (or lists again when that version has expired).
+//
+// Errors that break one of the specification's rules carry its code, whether
+// the SDK found the problem itself or the API server (a webhook denial or a
+// CEL rule) did: test them with validation.CodeOf or validation.IsCode.
+package agent
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// cancelGrace bounds the write that cancels an aborted ask: the caller's
+// context is already done, yet the question must not stay answerable.
+const cancelGrace = 10 * time.Second
+
+// Agent asks questions as one agent in one namespace.
+type Agent struct {
+	c         client.WithWatch
+	namespace string
+	name      string
+}
+
+// New returns an Agent that asks as the named agent in namespace through c.
+// c should read from the API server directly (client.NewWithWatch), not from
+// a cache, because the Agent relies on consistent reads and guarded updates.
+func New(c client.WithWatch, namespace, name string) *Agent {
+	return &Agent{c: c, namespace: namespace, name: name}
+}
+
+// Request is one ask: a batch of questions and how to name it.
+type Request struct {
+	// Name is the UserQuestion's name; empty, it is generated from the
+	// agent's name ("<agent>-" and a random suffix).
+	Name string
+	// CallID is the agent's tool-call id that UIs key their card by
+	// (spec.callID); empty, readers use the object's name.
+	CallID string
+	// Questions are the questions of the ask (1 to 16).
+	Questions []hitlv1.Question
+	// Labels are extra labels for the question. The hitl.dev/agent label is
+	// added; a conflicting one is refused with AGENT_MISMATCH.
+	Labels map[string]string
+}
+
+// Result is what an ask returned to the agent.
+type Result struct {
+	// Question is the UserQuestion's name.
+	Question string
+	// CallID is the id UIs key the question's card by (UserQuestion.CallID).
+	CallID string
+	// Pending is true when the foreground window closed unanswered (the
+	// question is Continued). Pending is not an empty answer, a refusal or
+	// an authorisation: the question stays answerable, and its answer comes
+	// later as a late reply.
+	Pending bool
+	// Answers is the settled batch, one item per question; empty when Pending.
+	Answers []hitlv1.AnswerItem
+}
+
+// Create creates the question of req, with a foreground window of timeout
+// (nil: blocking), and returns it as the API server stored it. It checks the
+// ask first (validation.ValidateAsk with the default maximum timeout) and
+// returns that *validation.Error without calling the API; the API server may
+// still refuse it with a code (e.g. a lower --max-timeout, AGENT_MISMATCH).
+func (a *Agent) Create(ctx context.Context, req Request, timeout *time.Duration) (*hitlv1.UserQuestion, error) {
+	q := a.question(req, timeout)
+	if err := validation.ValidateAsk(&q.Spec, 0); err != nil {
+		return nil, err
+	}
+	if err := a.c.Create(ctx, q); err != nil {
+		return nil, apiError(err, "creating a question as agent %s in %s", a.name, a.namespace)
+	}
+	return q, nil
+}
+
+// question builds the UserQuestion of an ask.
+func (a *Agent) question(req Request, timeout *time.Duration) *hitlv1.UserQuestion {
+	spec := hitlv1.UserQuestionSpec{Agent: a.name, CallID: req.CallID, Questions: req.Questions}
+	q := &hitlv1.UserQuestion{
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.namespace, Name: req.Name, Labels: map[string]string{}},
+		// A copy: the API server's answer is decoded into q, and must not
+		// write through into the caller's questions.
+		Spec: *spec.DeepCopy(),
+	}
+	if req.Name == "" {
+		q.GenerateName = a.name + "-"
+	}
+	for k, v := range req.Labels {
+		q.Labels[k] = v
+	}
+	// A caller's conflicting label is kept, so that the webhook refuses it
+	// instead of the SDK silently asking as someone else.
+	if _, set := q.Labels[hitlv1.AgentLabel]; !set {
+		q.Labels[hitlv1.AgentLabel] = a.name
+	}
+	if timeout != nil {
+		q.Spec.Timeout = &metav1.Duration{Duration: *timeout}
+	}
+	return q
+}
+
+// Ask asks a blocking question and waits until it is settled. When ctx ends
+// first, Ask cancels the question (spec.cancelled) and returns an
+// ASK_ABORTED error that also wraps ctx.Err(); a question cancelled by
+// someone else gives ASK_ABORTED too.
+func (a *Agent) Ask(ctx context.Context, req Request) (Result, error) {
+	return a.ask(ctx, req, nil)
+}
+
+// AskTimed asks a question with a foreground window of timeout. It returns
+// the answers when the question is settled inside the window, or a pending
+// Result (with the question's name and call id) when the window closes
+// unanswered. ctx ending works as in Ask.
+func (a *Agent) AskTimed(ctx context.Context, req Request, timeout time.Duration) (Result, error) {
+	return a.ask(ctx, req, &timeout)
+}
+
+func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (Result, error) {
+	if ctx.Err() != nil {
+		return Result{}, aborted(ctx.Err(), "the ask was aborted before it was made")
+	}
+	q, err := a.Create(ctx, req, timeout)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, aborted(ctx.Err(), "the ask was aborted while it was made")
+		}
+		return Result{}, err
+	}
+	name := q.Name
+	q, err = a.Wait(ctx, name, answeredOrPending)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, a.abort(ctx, name)
+		}
+		return Result{}, err
+	}
+	return askResult(q)
+}
+
+// answeredOrPending is done when the agent's call can return: the question
+// is no longer Open.
+func answeredOrPending(q *hitlv1.UserQuestion) bool {
+	return q.Status.State != "" && q.Status.State != hitlv1.StateOpen
+}
+
+// abort cancels the question of an ask whose context ended, with a fresh
+// context, and returns the ASK_ABORTED error for it.
+func (a *Agent) abort(ctx context.Context, question string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+	defer cancel()
+	cause := ctx.Err()
+	if err := a.Cancel(cctx, question); err != nil {
+		return aborted(cause, "the ask of question %s was aborted, and cancelling it failed: %v", question, err)
+	}
+	return aborted(cause, "the ask of question %s was aborted", question)
+}
+
+// askResult is what a question that left Open returns to the asking call.
+func askResult(q *hitlv1.UserQuestion) (Result, error) {
+	r := Result{Question: q.Name, CallID: q.CallID()}
+	switch q.Status.State {
+	case hitlv1.StateSettled:
+		r.Answers = q.Status.Answers
+		return r, nil
+	case hitlv1.StateContinued:
+		r.Pending = true
+		return r, nil
+	default:
+		return Result{}, coded(hitlv1.CodeAskAborted, nil, "question %s was cancelled", q.Name)
+	}
+}
+
+// Name is the agent the Agent asks as.
+func (a *Agent) Name() string { return a.name }
+
+// Namespace is the namespace the Agent asks in.
+func (a *Agent) Namespace() string { return a.namespace }

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// questionsResource names UserQuestions in NotFound errors.
+var questionsResource = hitlv1.GroupVersion.WithResource("userquestions").GroupResource()
+
+// Wait watches the agent's question named question until done(q) is true,
+// and returns that q. A question that does not exist, is not the agent's,
+// or is deleted while Wait watches gives a NOT_ANSWERABLE error (which
+// apierrors.IsNotFound also recognises); ctx ending gives an error wrapping
+// ctx.Err().
+func (a *Agent) Wait(ctx context.Context, question string, done func(*hitlv1.UserQuestion) bool) (*hitlv1.UserQuestion, error) {
+	var found *hitlv1.UserQuestion
+	check := func(q *hitlv1.UserQuestion) bool {
+		if done(q) {
+			found = q
+		}
+		return found != nil
+	}
+	f := &follower{
+		a:    a,
+		name: question,
+		synced: func(items []hitlv1.UserQuestion) (bool, error) {
+			if len(items) == 0 {
+				return true, a.missing(question)
+			}
+			return check(&items[0]), nil
+		},
+		changed: func(ev watch.EventType, q *hitlv1.UserQuestion) (bool, error) {
+			if ev == watch.Deleted {
+				return true, a.missing(question)
+			}
+			return check(q), nil
+		},
+	}
+	l, err := f.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if stop, err := f.synced(l.Items); stop || err != nil {
+		return found, err
+	}
+	if err := f.follow(ctx, l.ResourceVersion); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for question %s: %w", question, ctx.Err())
+		}
+		return nil, err
+	}
+	return found, nil
+}
+
+// missing is the NOT_ANSWERABLE error of a question the agent cannot see.
+func (a *Agent) missing(question string) error {
+	return notAnswerable(apierrors.NewNotFound(questionsResource, question),
+		"question %s of agent %s does not exist in namespace %s", question, a.name, a.namespace)
+}

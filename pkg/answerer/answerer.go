@@ -1,0 +1,82 @@
+// Package answerer is the Go SDK for answerer services: programs (a terminal
+// inbox, a web page, a chat bot) that show people the questions of a set of
+// agents and send their answers back. An Answerer watches those questions,
+// selected by the hitl.dev/agent label on the server; claims a timed
+// question while a person is on it, so that its window is not cut off;
+// replies and learns what the controller did with the reply; and withdraws
+// a queued late reply.
+//
+// Every error that carries one of the specification's codes has a
+// *validation.Error in its chain: test it with validation.CodeOf.
+package answerer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// Answerer serves the questions of a set of agents in one namespace. It is
+// safe for concurrent use once its Clock is set.
+type Answerer struct {
+	// Clock is the time source for a claim's Remaining time, its
+	// acquire and renew times and its renewal ticker, and for the pauses
+	// between reconnects. New sets the real clock; tests may replace it
+	// before the Answerer is first used.
+	Clock clock.WithTicker
+
+	client    client.WithWatch
+	namespace string
+	holder    string
+	agents    []string
+}
+
+// New returns an Answerer that acts through c in namespace, names itself
+// holder in the claims it makes (the Leases' holderIdentity, which UIs show
+// as "holder is answering"), and serves the given agents, or every agent
+// when none is given.
+func New(c client.WithWatch, namespace, holder string, agents ...string) *Answerer {
+	return &Answerer{
+		Clock:     clock.RealClock{},
+		client:    c,
+		namespace: namespace,
+		holder:    holder,
+		agents:    slices.Clone(agents),
+	}
+}
+
+// question reads a question; a missing one is NOT_ANSWERABLE, because
+// that is what the webhook and the controller would answer a reply to it.
+func (a *Answerer) question(ctx context.Context, namespace, name string) (*hitlv1.UserQuestion, error) {
+	q := &hitlv1.UserQuestion{}
+	err := a.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, q)
+	if apierrors.IsNotFound(err) {
+		return nil, notAnswerable("question %s does not exist in namespace %s", name, namespace)
+	}
+	if err != nil {
+		return nil, apiError(err, "reading question %s", name)
+	}
+	return q, nil
+}
+
+// apiError returns an API server error as a coded *validation.Error when
+// its message carries a code, so that the caller can act on the code; any
+// other error is wrapped with what was being done.
+func apiError(err error, format string, args ...any) error {
+	if coded := validation.FromAPIError(err); validation.CodeOf(coded) != "" {
+		return coded
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+func notAnswerable(format string, args ...any) error {
+	return &validation.Error{Code: hitlv1.CodeNotAnswerable, Rule: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,206 @@
+package answerer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+const (
+	// Lease durations outside the range the specification allows are
+	// clamped, as the controller clamps them when it judges liveness.
+	minLeaseSeconds = 5
+	maxLeaseSeconds = 300
+	// releaseTimeout bounds the deletion of a claim. It runs on a fresh
+	// context, because the caller's ending is often why the claim ends.
+	releaseTimeout = 5 * time.Second
+)
+
+// Claim is a live claim on a question: a Lease that the Answerer renews in
+// the background until Close is called or the context given to
+// Answerer.Claim ends, and then deletes. While it lives, the controller
+// does not close the question's window.
+//
+// The claim does not end by itself when Remaining has elapsed: the
+// specification leaves the countdown to the answerer's UI, which may pause
+// it (while the person types, say) and calls Close when it ends.
+type Claim struct {
+	// Lease is the name of the claim's Lease.
+	Lease string
+	// Remaining is the time that was left in the question's window when
+	// it was claimed (status.deadline - now): what a UI counts down from.
+	// It is 0 when the question has no window left: it is blocking,
+	// Continued, or past its deadline.
+	Remaining time.Duration
+	// Deadline is the question's status.deadline, zero when it has none.
+	Deadline time.Time
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	// err is the release's result; it is written before done is closed.
+	err error
+}
+
+// Claim claims a question for duration, clamped to 5s..300s: it creates a
+// coordination.k8s.io/v1 Lease named "<question>-claim-<random>", labelled
+// hitl.dev/claim=true and hitl.dev/question=<question>, owned by the
+// question (so it goes when the question goes), held by the answerer's
+// holder, and renews it every third of its duration. Renewing stops when
+// the Lease is found deleted, e.g. by the controller with an expired
+// question. A missing, Settled or Cancelled question is NOT_ANSWERABLE.
+// Claiming a blocking or Continued question is allowed and changes
+// nothing but status.claims, which UIs show.
+func (a *Answerer) Claim(ctx context.Context, question string, duration time.Duration) (*Claim, error) {
+	q, err := a.question(ctx, a.namespace, question)
+	if err != nil {
+		return nil, err
+	}
+	if q.Status.State.Terminal() {
+		return nil, notAnswerable("question %s is %s", q.Name, q.Status.State)
+	}
+	now := a.Clock.Now()
+	lease := a.newLease(q, leaseSeconds(duration), now)
+	if err := a.client.Create(ctx, lease); err != nil {
+		return nil, apiError(err, "claiming question %s", q.Name)
+	}
+	c := &Claim{Lease: lease.Name, stop: make(chan struct{}), done: make(chan struct{})}
+	c.Deadline, c.Remaining = window(q, now)
+	go c.hold(ctx, &leaseHolder{client: a.client, clock: a.Clock, lease: lease})
+	return c, nil
+}
+
+// Close stops renewing the claim and deletes its Lease, so that the
+// question's original deadline applies again at once. It may be called
+// more than once, also after the claim's context ended; each call returns
+// the deletion's result.
+func (c *Claim) Close() error {
+	c.once.Do(func() { close(c.stop) })
+	<-c.done
+	return c.err
+}
+
+// hold renews the Lease until the claim is closed or ctx ends, then
+// releases it.
+func (c *Claim) hold(ctx context.Context, h *leaseHolder) {
+	defer close(c.done)
+	ticker := h.clock.NewTicker(h.period())
+	defer ticker.Stop()
+	tick := ticker.C()
+	for {
+		select {
+		case <-tick:
+			if !h.renew(ctx) {
+				tick = nil // the Lease is gone: there is nothing left to renew
+			}
+			continue
+		case <-c.stop:
+		case <-ctx.Done():
+		}
+		c.err = h.release(ctx)
+		return
+	}
+}
+
+func (a *Answerer) newLease(q *hitlv1.UserQuestion, seconds int32, now time.Time) *coordinationv1.Lease {
+	t := metav1.NewMicroTime(now)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: q.Name + "-claim-",
+			Namespace:    q.Namespace,
+			Labels:       map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: q.Name},
+			// No blockOwnerDeletion: deleting a question must not wait for its claims.
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: q.Name, UID: q.UID,
+			}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(a.holder),
+			LeaseDurationSeconds: ptr.To(seconds),
+			AcquireTime:          &t,
+			RenewTime:            &t,
+		},
+	}
+}
+
+// leaseSeconds rounds a claim's duration up to whole seconds, so the Lease
+// covers at least what was asked, within the allowed range.
+func leaseSeconds(d time.Duration) int32 {
+	s := d / time.Second
+	if d%time.Second != 0 {
+		s++
+	}
+	return int32(max(minLeaseSeconds, min(maxLeaseSeconds, s)))
+}
+
+// window returns a question's deadline and the time left in its window at
+// now, 0 when the window is not open.
+func window(q *hitlv1.UserQuestion, now time.Time) (deadline time.Time, remaining time.Duration) {
+	switch {
+	case q.Status.Deadline != nil:
+		deadline = q.Status.Deadline.Time
+	case q.Spec.Timeout != nil:
+		// The controller has not written it yet; it computes it this way, once.
+		deadline = q.CreationTimestamp.Add(q.Spec.Timeout.Duration)
+	default:
+		return time.Time{}, 0
+	}
+	open := q.Status.State == "" || q.Status.State == hitlv1.StateOpen
+	if open && deadline.After(now) {
+		remaining = deadline.Sub(now)
+	}
+	return deadline, remaining
+}
+
+// leaseHolder renews and releases one claim's Lease; only the claim's
+// goroutine uses it.
+type leaseHolder struct {
+	client client.Client
+	clock  clock.WithTicker
+	lease  *coordinationv1.Lease
+}
+
+// period is how often the Lease is renewed: three times per duration, so
+// that one lost renewal does not let it expire.
+func (h *leaseHolder) period() time.Duration {
+	return time.Duration(*h.lease.Spec.LeaseDurationSeconds) * time.Second / 3
+}
+
+// renew writes a new renewTime; the controller judges liveness from when
+// it observes the change. It reports false when the Lease is gone. Other
+// failures are retried at the next tick, which still falls inside the
+// lease's duration.
+func (h *leaseHolder) renew(ctx context.Context) bool {
+	before := h.lease.DeepCopy()
+	h.lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
+	err := h.client.Patch(ctx, h.lease, client.MergeFrom(before))
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil && ctx.Err() == nil:
+		klog.FromContext(ctx).V(1).Info("Renewing a claim failed; retrying at the next renewal",
+			"lease", klog.KObj(h.lease), "err", err)
+	}
+	return true
+}
+
+// release deletes the Lease; one that is already gone is released.
+func (h *leaseHolder) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err := h.client.Delete(ctx, h.lease, client.Preconditions{UID: &h.lease.UID})
+	if err := client.IgnoreNotFound(err); err != nil {
+		return apiError(err, "releasing claim %s", h.lease.Name)
+	}
+	return nil
+}

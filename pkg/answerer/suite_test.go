@@ -1,0 +1,61 @@
+package answerer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+// This suite runs the answerer SDK against a real kube-apiserver with
+// hitl's webhooks and controller served as the manager serves them. The
+// admin client plays the agent: it asks, and admits queued replies.
+func TestAnswerer(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Answerer SDK suite")
+}
+
+var (
+	env     *envtest.Environment
+	cfg     *rest.Config
+	admin   client.Client
+	watcher client.WithWatch
+	ctx     = context.Background()
+	stopMgr func()
+)
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
+	SetDefaultConsistentlyPollingInterval(50 * time.Millisecond)
+
+	env = testenv.WithWebhooks(testenv.New())
+	var err error
+	cfg, admin, err = testenv.Start(env)
+	Expect(err).NotTo(HaveOccurred())
+	watcher, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	stopMgr, err = testenv.RunManager(env, cfg, manager.DefaultConfig())
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if stopMgr != nil {
+		stopMgr()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})

@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/answerer"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// replyOptions are shared by answer, approve and deny: where the reply goes
+// and whether it is sent or printed for a GitOps repository.
+type replyOptions struct {
+	*common
+	target    string // the question's name
+	replyName string
+	dryRun    string
+	output    string
+}
+
+func (o *replyOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.replyName, "name", "", "name of the QuestionReply (default: generated)")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", `"client" prints the reply manifest instead of creating it (for a GitOps repository)`)
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format of --dry-run=client or of the created reply: json or yaml")
+}
+
+func (o *replyOptions) validate() error {
+	if o.dryRun != "none" && o.dryRun != "client" {
+		return fmt.Errorf(`--dry-run must be "none" or "client", not %q`, o.dryRun)
+	}
+	return validOutput(o.output, "json", "yaml")
+}
+
+// submit checks the batch against the question, then prints the reply
+// manifest (--dry-run=client) or creates it and reports its outcome.
+func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) error {
+	if err := validation.ValidateAnswers(q.Spec.Questions, answers); err != nil {
+		return err
+	}
+	reply := &hitlv1.QuestionReply{
+		ObjectMeta: metav1.ObjectMeta{Name: o.replyName, Namespace: q.Namespace,
+			Labels: map[string]string{hitlv1.AgentLabel: q.Spec.Agent, hitlv1.QuestionLabel: q.Name}},
+		Spec: hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: q.Name}, Answers: answers},
+	}
+	if o.dryRun == "client" {
+		if reply.Name == "" {
+			// A manifest committed to Git needs a fixed name.
+			reply.Name = q.Name + "-" + utilrand.String(5)
+		}
+		format := o.output
+		if format == "" {
+			format = "yaml"
+		}
+		return printObject(o.streams.Out, reply, format)
+	}
+	if reply.Name == "" {
+		reply.GenerateName = q.Name + "-"
+	}
+	out, err := answerer.New(o.client, q.Namespace, "", q.Spec.Agent).Create(ctx, reply)
+	if err != nil {
+		return err
+	}
+	return reportOutcome(o.common, out)
+}
+
+func reportOutcome(c *common, out answerer.Outcome) error {
+	if err := out.Err(); err != nil {
+		return &ExitError{Code: ExitRejected, Err: fmt.Errorf("reply %s was rejected: %w", out.Reply, err)}
+	}
+	fmt.Fprintf(c.streams.Out, "reply %s: %s — %s\n", out.Reply, out.Outcome, out.Message)
+	return nil
+}
+
+type answerOptions struct {
+	replyOptions
+	selects []string
+	customs []string
+	skips   []string
+}
+
+func newAnswerCommand(c *common) *cobra.Command {
+	o := &answerOptions{replyOptions: replyOptions{common: c}}
+	cmd := &cobra.Command{
+		Use:   "answer NAME",
+		Short: "Answer a question, by flags or, without them, by interactive prompts",
+		Long: `Answer a question. Questions not named by a flag are skipped (a batch may
+skip some questions, not all). Without flags, each question is prompted for.`,
+		Example: `  kubectl hitl answer deploy-target --select env=staging --custom notes="ship it"
+  kubectl hitl answer lunch-order --select food=pizza,salad
+  kubectl hitl answer deploy-target --select env=prod --skip notes --dry-run=client -o yaml > reply.yaml
+  kubectl hitl answer deploy-target          # interactive`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.target = args[0]
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.selects, "select", nil, "id=label[,label]: select options of question id (repeatable)")
+	cmd.Flags().StringArrayVar(&o.customs, "custom", nil, "id=text: free-text answer to question id (repeatable)")
+	cmd.Flags().StringArrayVar(&o.skips, "skip", nil, "id: skip question id (repeatable)")
+	o.addFlags(cmd)
+	return cmd
+}
+
+func (o *answerOptions) Complete() error { return o.complete() }
+func (o *answerOptions) Validate() error { return o.validate() }
+
+func (o *answerOptions) Run(ctx context.Context) error {
+	q, err := o.question(ctx, o.target)
+	if err != nil {
+		return err
+	}
+	var answers []hitlv1.AnswerItem
+	if len(o.selects)+len(o.customs)+len(o.skips) == 0 {
+		printCard(o.streams.ErrOut, q, nowFunc())
+		answers, err = promptBatch(bufio.NewReader(o.streams.In), o.streams.ErrOut, q)
+	} else {
+		answers, err = batchFromFlags(q, o.selects, o.customs, o.skips)
+	}
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, q, answers)
+}
+
+// batchFromFlags builds a batch with one item per question of the ask;
+// questions no flag names are skipped.
+func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([]hitlv1.AnswerItem, error) {
+	items := map[string]*hitlv1.AnswerItem{}
+	known := map[string]bool{}
+	for _, question := range q.Spec.Questions {
+		known[question.ID] = true
+	}
+	item := func(id string) (*hitlv1.AnswerItem, error) {
+		if !known[id] {
+			return nil, fmt.Errorf("%s: question %s: not a question of %s", hitlv1.CodeBadAnswer, id, q.Name)
+		}
+		if items[id] == nil {
+			items[id] = &hitlv1.AnswerItem{ID: id}
+		}
+		return items[id], nil
+	}
+	for _, s := range selects {
+		id, labels, ok := strings.Cut(s, "=")
+		if !ok || labels == "" {
+			return nil, fmt.Errorf("--select %q: want id=label[,label]", s)
+		}
+		it, err := item(id)
+		if err != nil {
+			return nil, err
+		}
+		it.Selected = append(it.Selected, strings.Split(labels, ",")...)
+	}
+	for _, s := range customs {
+		id, text, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("--custom %q: want id=text", s)
+		}
+		it, err := item(id)
+		if err != nil {
+			return nil, err
+		}
+		it.Custom = text
+	}
+	for _, id := range skips {
+		if _, err := item(id); err != nil {
+			return nil, err
+		}
+	}
+	answers := make([]hitlv1.AnswerItem, 0, len(q.Spec.Questions))
+	for _, question := range q.Spec.Questions {
+		if it := items[question.ID]; it != nil {
+			answers = append(answers, *it)
+		} else {
+			answers = append(answers, hitlv1.AnswerItem{ID: question.ID})
+		}
+	}
+	return answers, nil
+}
+
+type decideOptions struct {
+	replyOptions
+	approve bool
+	always  bool
+	option  string
+}
+
+// newDecideCommand is `approve` (approve=true) or `deny`.
+func newDecideCommand(c *common, approve bool) *cobra.Command {
+	o := &decideOptions{replyOptions: replyOptions{common: c}, approve: approve}
+	use, short := "deny NAME", "Decline a PlanReview or reject an Approval question"
+	if approve {
+		use, short = "approve NAME", "Approve a PlanReview or Approval question"
+	}
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Example: "  kubectl hitl " + strings.Fields(use)[0] + " migration-plan",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.target = args[0]
+			return run(cmd.Context(), o)
+		},
+	}
+	if approve {
+		cmd.Flags().BoolVar(&o.always, "always", false, "choose an Approval's always label instead of its approve label")
+	} else {
+		cmd.Flags().StringVar(&o.option, "option", "", "the declining option of a PlanReview with several (default: the first that does not approve)")
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func (o *decideOptions) Complete() error { return o.complete() }
+func (o *decideOptions) Validate() error { return o.validate() }
+
+func (o *decideOptions) Run(ctx context.Context) error {
+	q, err := o.question(ctx, o.target)
+	if err != nil {
+		return err
+	}
+	answers, err := decision(q, o.approve, o.always, o.option)
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, q, answers)
+}
+
+// decision answers the question that carries a PlanReview or Approval
+// intent with its approving or declining label, and skips the others.
+func decision(q *hitlv1.UserQuestion, approve, always bool, option string) ([]hitlv1.AnswerItem, error) {
+	var answers []hitlv1.AnswerItem
+	found := false
+	for _, question := range q.Spec.Questions {
+		item := hitlv1.AnswerItem{ID: question.ID}
+		if in := question.Intent; in != nil && !found {
+			label, err := decisionLabel(&question, approve, always, option)
+			if err != nil {
+				return nil, err
+			}
+			item.Selected, found = []string{label}, true
+		}
+		answers = append(answers, item)
+	}
+	if !found {
+		return nil, fmt.Errorf("question %s has no PlanReview or Approval intent: use `kubectl hitl answer`", q.Name)
+	}
+	return answers, nil
+}
+
+func decisionLabel(q *hitlv1.Question, approve, always bool, option string) (string, error) {
+	in := q.Intent
+	switch {
+	case in.Approval != nil && approve && always:
+		if in.Approval.Always == "" {
+			return "", fmt.Errorf("question %s offers no always label", q.ID)
+		}
+		return in.Approval.Always, nil
+	case in.Approval != nil && approve:
+		return in.Approval.Approve, nil
+	case in.Approval != nil:
+		return in.Approval.Reject, nil
+	case in.PlanReview != nil && approve:
+		return in.PlanReview.Approve, nil
+	case in.PlanReview != nil && option != "":
+		return option, nil
+	case in.PlanReview != nil:
+		for _, o := range q.Options {
+			if o.Label != in.PlanReview.Approve {
+				return o.Label, nil
+			}
+		}
+		return "", fmt.Errorf("question %s has no declining option", q.ID)
+	}
+	return "", fmt.Errorf("question %s has an intent without settings", q.ID)
+}

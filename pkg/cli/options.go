@@ -1,0 +1,74 @@
+// Package cli implements `kubectl hitl`: list, show, answer, approve, deny,
+// inbox, ask, wait, admit and withdraw, following kubectl's conventions
+// (kubeconfig flags, -n, --context, -o, IOStreams, and the Complete,
+// Validate, Run pattern of each command's options).
+package cli
+
+import (
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// Exit codes of the plugin beyond 0 (success) and 1 (error).
+const (
+	// ExitPending: `ask` or `wait` ended with the question Continued (pending).
+	ExitPending = 3
+	// ExitCancelled: the question was cancelled.
+	ExitCancelled = 4
+	// ExitRejected: a reply was rejected.
+	ExitRejected = 5
+)
+
+// ExitError carries an exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// common holds what every command needs: the kubeconfig flags, the streams,
+// and, after complete, a client and the namespace.
+type common struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+
+	client    client.WithWatch
+	namespace string
+}
+
+func (c *common) complete() error {
+	cfg, err := c.flags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	c.client, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		return fmt.Errorf("creating a client: %w", err)
+	}
+	c.namespace, _, err = c.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return fmt.Errorf("reading the namespace: %w", err)
+	}
+	return nil
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := hitlv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := coordinationv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}

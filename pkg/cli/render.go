@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// views splits questions into the two views of the reference's projection:
+// active ones (Open, Continued) in ask order, settled ones in settlement
+// order. Cancelled questions are in neither.
+func views(items []hitlv1.UserQuestion) (active, settled []hitlv1.UserQuestion) {
+	for _, q := range items {
+		switch q.Status.State {
+		case hitlv1.StateSettled:
+			settled = append(settled, q)
+		case hitlv1.StateCancelled:
+		default:
+			active = append(active, q)
+		}
+	}
+	sort.SliceStable(active, func(i, j int) bool {
+		a, b := &active[i], &active[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	sort.SliceStable(settled, func(i, j int) bool {
+		a, b := settled[i].Status.Settlement, settled[j].Status.Settlement
+		if a == nil || b == nil || a.At.Equal(&b.At) {
+			return settled[i].Namespace+"/"+settled[i].Name < settled[j].Namespace+"/"+settled[j].Name
+		}
+		return a.At.Before(&b.At)
+	})
+	return active, settled
+}
+
+// printTable prints one view as a kubectl-style table.
+func printTable(w io.Writer, title string, items []hitlv1.UserQuestion, allNamespaces bool, now time.Time) {
+	fmt.Fprintf(w, "%s (%d)\n", title, len(items))
+	if len(items) == 0 {
+		fmt.Fprintln(w)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	head := "NAME\tAGENT\tSTATE\tQUESTIONS\tLEFT\tANSWERED BY\tAGE"
+	if allNamespaces {
+		head = "NAMESPACE\t" + head
+	}
+	fmt.Fprintln(tw, head)
+	for i := range items {
+		q := &items[i]
+		row := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", q.Name, q.Spec.Agent, stateOf(q), len(q.Spec.Questions),
+			timeLeft(q, now), answeredBy(q), duration.HumanDuration(now.Sub(q.CreationTimestamp.Time)))
+		if allNamespaces {
+			row = q.Namespace + "\t" + row
+		}
+		fmt.Fprintln(tw, row)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func stateOf(q *hitlv1.UserQuestion) string {
+	s := string(q.Status.State)
+	if s == "" {
+		s = string(hitlv1.StateOpen)
+	}
+	if q.Status.QueuedReply != nil {
+		s += " (reply queued)"
+	}
+	return s
+}
+
+// timeLeft is what remains of an Open question's window.
+func timeLeft(q *hitlv1.UserQuestion, now time.Time) string {
+	switch {
+	case q.Status.State.Terminal() || q.Status.State == hitlv1.StateContinued:
+		return "-"
+	case q.Spec.Timeout == nil:
+		return "blocking"
+	case len(q.Status.Claims) > 0:
+		return "held"
+	case q.Status.Deadline == nil:
+		return q.Spec.Timeout.Duration.String()
+	}
+	left := q.Status.Deadline.Sub(now)
+	if left < 0 {
+		return "0s"
+	}
+	return left.Round(time.Second).String()
+}
+
+func answeredBy(q *hitlv1.UserQuestion) string {
+	if s := q.Status.Settlement; s != nil && s.AnsweredBy != nil && s.AnsweredBy.Username != "" {
+		return s.AnsweredBy.Username
+	}
+	return "-"
+}
+
+// printCard prints a question the way a person reads it.
+func printCard(w io.Writer, q *hitlv1.UserQuestion, now time.Time) {
+	rule := strings.Repeat("─", 60)
+	fmt.Fprintf(w, "%s\n%s/%s  agent %s  %s\n", rule, q.Namespace, q.Name, q.Spec.Agent, stateOf(q))
+	if q.CallID() != q.Name {
+		fmt.Fprintf(w, "call %s\n", q.CallID())
+	}
+	switch {
+	case q.Status.State.Terminal():
+	case q.Status.State == hitlv1.StateContinued:
+		fmt.Fprintln(w, "the window closed unanswered: a reply now is queued until the agent admits it")
+	case q.Spec.Timeout == nil:
+		fmt.Fprintln(w, "blocking: waits until answered or cancelled")
+	case q.Status.Deadline != nil:
+		left := max(q.Status.Deadline.Sub(now), 0).Round(time.Second)
+		fmt.Fprintf(w, "window %s, deadline %s (%s left)\n", q.Spec.Timeout.Duration, q.Status.Deadline.UTC().Format(time.RFC3339), left)
+	default:
+		fmt.Fprintf(w, "window %s\n", q.Spec.Timeout.Duration)
+	}
+	for _, c := range q.Status.Claims {
+		fmt.Fprintf(w, "claimed by %s (lease %s): the window stays open while the claim lives\n", c.Holder, c.Lease)
+	}
+	fmt.Fprintln(w, rule)
+	for i := range q.Spec.Questions {
+		printQuestion(w, &q.Spec.Questions[i])
+	}
+	if r := q.Status.QueuedReply; r != nil {
+		fmt.Fprintf(w, "Queued reply %s from %s, waiting for the agent to admit it:\n", r.Name, user(r.AnsweredBy))
+		printAnswers(w, r.Answers)
+	}
+	if s := q.Status.Settlement; s != nil {
+		when := "in window"
+		if s.Late {
+			when = "late"
+		}
+		fmt.Fprintf(w, "Settled %s by reply %s from %s at %s:\n", when, s.Reply, user(s.AnsweredBy), s.At.UTC().Format(time.RFC3339))
+		printAnswers(w, q.Status.Answers)
+	}
+	if q.Status.State == hitlv1.StateCancelled {
+		fmt.Fprintln(w, "Cancelled by the agent.")
+	}
+}
+
+func printQuestion(w io.Writer, q *hitlv1.Question) {
+	header := ""
+	if q.Header != "" {
+		header = "[" + q.Header + "] "
+	}
+	kind := "single choice"
+	switch {
+	case len(q.Options) == 0:
+		kind = "free text"
+	case q.MultiSelect:
+		kind = "multiple choice"
+	}
+	fmt.Fprintf(w, "%s%s  (%s, id %s)\n", header, q.Question, kind, q.ID)
+	if in := q.Intent; in != nil {
+		switch {
+		case in.PlanReview != nil:
+			fmt.Fprintf(w, "  plan review: %q approves\n", in.PlanReview.Approve)
+		case in.Approval != nil:
+			fmt.Fprintf(w, "  approval: %q approves, %q rejects", in.Approval.Approve, in.Approval.Reject)
+			if in.Approval.Always != "" {
+				fmt.Fprintf(w, ", %q always allows", in.Approval.Always)
+			}
+			fmt.Fprintln(w)
+			if s := in.Approval.Subject; s != nil {
+				fmt.Fprintf(w, "  subject: %s\n", s.Name)
+			}
+		}
+	}
+	if q.Detail != "" {
+		for _, line := range strings.Split(strings.TrimRight(q.Detail, "\n"), "\n") {
+			fmt.Fprintf(w, "  │ %s\n", line)
+		}
+	}
+	for i, o := range q.Options {
+		if o.Description != "" {
+			fmt.Fprintf(w, "  %d. %s — %s\n", i+1, o.Label, o.Description)
+		} else {
+			fmt.Fprintf(w, "  %d. %s\n", i+1, o.Label)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func printAnswers(w io.Writer, answers []hitlv1.AnswerItem) {
+	for _, a := range answers {
+		switch {
+		case a.Skipped():
+			fmt.Fprintf(w, "  %s: (skipped)\n", a.ID)
+		case a.Custom != "" && len(a.Selected) > 0:
+			fmt.Fprintf(w, "  %s: %s + %q\n", a.ID, strings.Join(a.Selected, ", "), a.Custom)
+		case a.Custom != "":
+			fmt.Fprintf(w, "  %s: %q\n", a.ID, a.Custom)
+		default:
+			fmt.Fprintf(w, "  %s: %s\n", a.ID, strings.Join(a.Selected, ", "))
+		}
+	}
+}
+
+func user(u *hitlv1.UserInfo) string {
+	if u == nil || u.Username == "" {
+		return "unknown"
+	}
+	return u.Username
+}

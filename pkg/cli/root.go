@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// NewCommand returns `kubectl hitl` with all its subcommands.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	c := &common{flags: flags, streams: streams}
+	root := &cobra.Command{
+		Use:   "kubectl-hitl",
+		Short: "Ask people questions from agents, and answer them, through the Kubernetes API",
+		Long: `kubectl hitl lists, shows and answers the UserQuestions that agents ask,
+runs an interactive inbox for answerers, and lets shell-script agents ask and wait.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	flags.AddFlags(root.PersistentFlags())
+	root.AddCommand(
+		newListCommand(c), newShowCommand(c), newAnswerCommand(c),
+		newDecideCommand(c, true), newDecideCommand(c, false),
+		newInboxCommand(c), newAskCommand(c), newWaitCommand(c),
+		newAdmitCommand(c), newWithdrawCommand(c),
+	)
+	return root
+}

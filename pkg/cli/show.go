@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+type showOptions struct {
+	*common
+	name   string
+	output string
+}
+
+func newShowCommand(c *common) *cobra.Command {
+	o := &showOptions{common: c}
+	cmd := &cobra.Command{
+		Use:     "show NAME",
+		Short:   "Show a question as a card: its questions, options, window, claims, queued reply and answers",
+		Example: `  kubectl hitl show deploy-target`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	return cmd
+}
+
+func (o *showOptions) Complete() error { return o.complete() }
+func (o *showOptions) Validate() error { return validOutput(o.output, "json", "yaml") }
+
+func (o *showOptions) Run(ctx context.Context) error {
+	q, err := o.question(ctx, o.name)
+	if err != nil {
+		return err
+	}
+	if o.output != "" {
+		return printObject(o.streams.Out, q, o.output)
+	}
+	printCard(o.streams.Out, q, time.Now())
+	return nil
+}
+
+// question reads a question in the command's namespace.
+func (c *common) question(ctx context.Context, name string) (*hitlv1.UserQuestion, error) {
+	q := &hitlv1.UserQuestion{}
+	if err := c.client.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: name}, q); err != nil {
+		return nil, fmt.Errorf("reading question %s: %w", name, err)
+	}
+	return q, nil
+}

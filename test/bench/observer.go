@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// observer is the agents' view: one watch on every question of the
+// namespace, recording when each state was first seen.
+type observer struct {
+	mu       sync.Mutex
+	seen     map[string]map[hitlv1.QuestionState]time.Time
+	deadline map[string]time.Time
+	writes   map[string]int // status changes seen per question
+	waiters  map[waitKey][]chan time.Time
+}
+
+type waitKey struct {
+	name  string
+	state hitlv1.QuestionState
+}
+
+func newObserver() *observer {
+	return &observer{seen: map[string]map[hitlv1.QuestionState]time.Time{}, deadline: map[string]time.Time{},
+		writes: map[string]int{}, waiters: map[waitKey][]chan time.Time{}}
+}
+
+// run watches until ctx ends, resuming from the last resourceVersion.
+func (o *observer) run(ctx context.Context, c client.WithWatch, namespace string) error {
+	var list hitlv1.UserQuestionList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	rv := list.ResourceVersion
+	go func() {
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(namespace),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				q, ok := ev.Object.(*hitlv1.UserQuestion)
+				if !ok {
+					continue
+				}
+				rv = q.ResourceVersion
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					o.record(q, time.Now())
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (o *observer) record(q *hitlv1.UserQuestion, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.writes[q.Name]++
+	if q.Status.Deadline != nil {
+		o.deadline[q.Name] = q.Status.Deadline.Time
+	}
+	state := q.Status.State
+	if state == "" {
+		return
+	}
+	states := o.seen[q.Name]
+	if states == nil {
+		states = map[hitlv1.QuestionState]time.Time{}
+		o.seen[q.Name] = states
+	}
+	if _, ok := states[state]; ok {
+		return
+	}
+	states[state] = at
+	k := waitKey{q.Name, state}
+	for _, ch := range o.waiters[k] {
+		ch <- at
+	}
+	delete(o.waiters, k)
+}
+
+// wait returns when the question was first seen in the state.
+func (o *observer) wait(ctx context.Context, name string, state hitlv1.QuestionState) (time.Time, error) {
+	o.mu.Lock()
+	if at, ok := o.seen[name][state]; ok {
+		o.mu.Unlock()
+		return at, nil
+	}
+	ch := make(chan time.Time, 1)
+	k := waitKey{name, state}
+	o.waiters[k] = append(o.waiters[k], ch)
+	o.mu.Unlock()
+	select {
+	case at := <-ch:
+		return at, nil
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+}
+
+func (o *observer) seenAt(name string, state hitlv1.QuestionState) (time.Time, time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.seen[name][state]
+	return at, o.deadline[name], ok
+}
+
+func (o *observer) writeCount(names []string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		n += o.writes[name]
+	}
+	return n
+}

@@ -1,0 +1,93 @@
+// Command agent is a small agent built on pkg/agent, for the end-to-end
+// suite: it asks one question and prints the result as JSON, admitting a
+// late reply when asked to.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/agent"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+func main() {
+	var (
+		namespace = flag.String("namespace", "default", "namespace to ask in")
+		name      = flag.String("agent", "e2e-agent", "the agent's name")
+		question  = flag.String("name", "", "the question's name")
+		text      = flag.String("question", "Proceed?", "the question")
+		options   = flag.String("options", "yes,no", "comma-separated option labels")
+		timeout   = flag.Duration("timeout", 0, "foreground window; 0 asks a blocking question")
+		admit     = flag.Bool("admit-late", false, "when pending, wait for the late reply and admit it")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *namespace, *name, *question, *text, *options, *timeout, *admit); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		fmt.Printf("{\"error\": %q, \"code\": %q}\n", err.Error(), validation.CodeOf(err))
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, namespace, name, question, text, options string, timeout time.Duration, admit bool) error {
+	scheme := runtime.NewScheme()
+	if err := hitlv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.NewWithWatch(ctrl.GetConfigOrDie(), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	a := agent.New(c, namespace, name)
+	q := hitlv1.Question{ID: "q", Question: text}
+	for _, l := range strings.Split(options, ",") {
+		q.Options = append(q.Options, hitlv1.QuestionOption{Label: l})
+	}
+	req := agent.Request{Name: question, Questions: []hitlv1.Question{q}}
+
+	var res agent.Result
+	if timeout == 0 {
+		res, err = a.Ask(ctx, req)
+	} else {
+		res, err = a.AskTimed(ctx, req, timeout)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Pending && admit {
+		emit(res)
+		late, err := a.LateReplies(ctx)
+		if err != nil {
+			return err
+		}
+		for r := range late {
+			if r.Question == res.Question {
+				if res, err = a.Admit(ctx, r.Question, r.Reply); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	emit(res)
+	return nil
+}
+
+func emit(res agent.Result) {
+	data, _ := json.Marshal(res)
+	fmt.Println(string(data))
+}
