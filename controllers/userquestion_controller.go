@@ -102,9 +102,10 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userquestion").
-		// Status writes are the controller's own; only spec changes
-		// (cancelled, admittedReply), creation and deletion matter.
-		For(&hitlv1.UserQuestion{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Every change, the controller's own status writes included: a
+		// decision made on a cache that had not yet seen the previous write
+		// is looked at again when it has, so nothing stays stale.
+		For(&hitlv1.UserQuestion{}).
 		// A reply's spec is immutable: its arrival and its deletion matter.
 		Watches(&hitlv1.QuestionReply{}, handler.EnqueueRequestsFromMapFunc(replyQuestion),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
