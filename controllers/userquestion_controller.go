@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,6 +42,10 @@ const (
 	// claimQuestionIndex indexes claim Leases by their hitl.dev/question label.
 	claimQuestionIndex = "claim.question"
 )
+
+// scheduledPriority is the work queue priority of scheduled looks
+// (deadlines, claim expiries, TTLs); events enqueue with priority 0.
+const scheduledPriority = 10
 
 // conflictRetry is how soon a question whose write lost a race is looked at
 // again; the newer version is usually in the cache by then.
@@ -165,7 +170,12 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	if d.RequeueAfter == 0 {
+		return ctrl.Result{}, nil
+	}
+	// A due deadline goes ahead of the work that events bring (new
+	// questions, replies, renewals), so that it is written on time.
+	return ctrl.Result{RequeueAfter: d.RequeueAfter, Priority: ptr.To(scheduledPriority)}, nil
 }
 
 // repliesOf lists the replies naming a question, in creation order.

@@ -30,7 +30,7 @@ type Config struct {
 
 // DefaultConfig is the configuration the manager ships with.
 func DefaultConfig() Config {
-	return Config{Workers: 8, MaxTimeout: validation.DefaultMaxTimeout, Webhooks: true}
+	return Config{Workers: 16, MaxTimeout: validation.DefaultMaxTimeout, Webhooks: true}
 }
 
 // Setup registers the lifecycle controller, the webhooks when enabled, and

@@ -372,12 +372,25 @@ func timed(n string, timeout time.Duration) *hitlv1.UserQuestion {
 }
 
 func (b *bench) deadlines(ctx context.Context) error {
-	// Spread: deadlines evenly over the window, starting a few seconds out.
+	// The deadlines must all lie after the questions are asked, so that
+	// what is measured is the controller's timing, not the API server's
+	// write rate while they are created: time a calibration batch first.
+	calibration := 100
+	took, err := parallel(ctx, calibration, 16, func(ctx context.Context, _ int) error {
+		return b.c.Create(ctx, blocking(name("calibrate")))
+	})
+	if err != nil {
+		return err
+	}
+	perQuestion := took / time.Duration(calibration)
+	lead := 3*time.Second + perQuestion*time.Duration(b.s.SpreadDeadline+b.s.SharedDeadline)*3/2
+	b.r.set("deadline questions asked ahead of the first deadline, s", lead.Seconds())
+	start := time.Now().Add(lead)
 	var spread []string
-	lead := 5 * time.Second
-	_, err := parallel(ctx, b.s.SpreadDeadline, 16, func(ctx context.Context, i int) error {
-		offset := time.Duration(int64(b.s.SpreadWindow) * int64(i) / int64(b.s.SpreadDeadline)).Truncate(time.Millisecond)
-		q := timed(fmt.Sprintf("spread-%d", i), lead+offset)
+	_, err = parallel(ctx, b.s.SpreadDeadline, 16, func(ctx context.Context, i int) error {
+		offset := time.Duration(int64(b.s.SpreadWindow) * int64(i) / int64(b.s.SpreadDeadline))
+		created := time.Now().Truncate(time.Second) // the API server's creationTimestamp, to the second
+		q := timed(fmt.Sprintf("spread-%d", i), start.Add(offset).Sub(created).Truncate(time.Millisecond))
 		return b.c.Create(ctx, q)
 	})
 	if err != nil {
@@ -387,7 +400,7 @@ func (b *bench) deadlines(ctx context.Context) error {
 		spread = append(spread, fmt.Sprintf("spread-%d", i))
 	}
 	// Shared: the same deadline, aimed at one whole second.
-	target := time.Now().Add(lead + 5*time.Second).Truncate(time.Second)
+	target := start.Add(b.s.SpreadWindow + 5*time.Second).Truncate(time.Second)
 	var shared []string
 	_, err = parallel(ctx, b.s.SharedDeadline, 16, func(ctx context.Context, i int) error {
 		created := time.Now().Truncate(time.Second) // the API server's creationTimestamp, to the second
@@ -400,7 +413,7 @@ func (b *bench) deadlines(ctx context.Context) error {
 	for i := range b.s.SharedDeadline {
 		shared = append(shared, fmt.Sprintf("shared-%d", i))
 	}
-	wait, cancel := context.WithTimeout(ctx, lead+b.s.SpreadWindow+30*time.Second)
+	wait, cancel := context.WithTimeout(ctx, time.Until(target)+30*time.Second)
 	defer cancel()
 	for _, set := range []struct {
 		label string
