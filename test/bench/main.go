@@ -27,6 +27,7 @@ type scale struct {
 	SpreadWindow   time.Duration
 	SharedDeadline int
 	Claims         int
+	ClaimLease     time.Duration
 	ClaimFor       time.Duration
 	Overdue        int
 	OverdueWindow  time.Duration // the overdue questions' timeout: long enough to ask them all
@@ -35,11 +36,11 @@ type scale struct {
 }
 
 var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadline: 10000, SpreadWindow: 60 * time.Second,
-	SharedDeadline: 1000, Claims: 1000, ClaimFor: 30 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
+	SharedDeadline: 1000, Claims: 1000, ClaimLease: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
 	MemQuestions: 10000, MemClaims: 1000}
 
 var quick = scale{Asks: 300, LatencySamples: 60, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
-	SharedDeadline: 300, Claims: 100, ClaimFor: 12 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
+	SharedDeadline: 300, Claims: 100, ClaimLease: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
 	MemQuestions: 1000, MemClaims: 100}
 
 func main() {

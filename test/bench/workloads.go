@@ -455,53 +455,45 @@ func (b *bench) deadlines(ctx context.Context) error {
 }
 
 func (b *bench) claims(ctx context.Context) error {
-	const lease = 10 * time.Second
-	var names []string
+	// Renewed every third of the lease, as an answerer renews, for longer
+	// than a lease lasts: only renewals keep the claims live.
+	lease := b.s.ClaimLease
+	leases := make([]*coordinationv1.Lease, b.s.Claims)
+	names := make([]string, b.s.Claims)
 	_, err := parallel(ctx, b.s.Claims, 16, func(ctx context.Context, i int) error {
-		n := fmt.Sprintf("claimed-%d", i)
-		if err := b.c.Create(ctx, timed(n, 5*time.Second)); err != nil {
+		names[i] = fmt.Sprintf("claimed-%d", i)
+		if err := b.c.Create(ctx, timed(names[i], 5*time.Second)); err != nil {
 			return err
 		}
 		holder := "bench"
-		return b.c.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: n + "-claim", Namespace: ns,
-				Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: n}},
+		leases[i] = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i] + "-claim", Namespace: ns,
+				Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: names[i]}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To(int32(lease.Seconds())),
 				RenewTime: &metav1.MicroTime{Time: time.Now()}},
-		})
+		}
+		return b.c.Create(ctx, leases[i])
 	})
 	if err != nil {
 		return err
 	}
-	for i := range b.s.Claims {
-		names = append(names, fmt.Sprintf("claimed-%d", i))
-	}
 	before := b.obs.writeCount(names)
 	start := time.Now()
 	var renewals atomic.Int64
-	renewCtx, stop := context.WithTimeout(ctx, b.s.ClaimFor)
-	defer stop()
-	_, _ = parallel(renewCtx, 1<<30, 16, func(ctx context.Context, i int) error {
-		n := names[i%len(names)]
-		if i > 0 && i%len(names) == 0 {
-			// One round of renewals every lease/3, as an answerer renews.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(lease / 3):
+	for time.Since(start) < b.s.ClaimFor {
+		round := time.Now()
+		if _, err := parallel(ctx, len(leases), 16, func(ctx context.Context, i int) error {
+			leases[i].Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			if err := b.c.Update(ctx, leases[i]); err != nil {
+				return err
 			}
-		}
-		l := &coordinationv1.Lease{}
-		if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n + "-claim"}, l); err != nil {
+			renewals.Add(1)
+			return nil
+		}); err != nil {
 			return err
 		}
-		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-		if err := b.c.Update(ctx, l); err != nil {
-			return err
-		}
-		renewals.Add(1)
-		return nil
-	})
+		time.Sleep(time.Until(round.Add(lease / 3)))
+	}
 	elapsed := time.Since(start)
 	timedOut := 0
 	for _, n := range names {
