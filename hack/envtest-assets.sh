@@ -29,8 +29,7 @@ try_download() {
     tar -xzf "$tmp/envtest.tgz" -C "$tmp"
     local dir
     dir=$(dirname "$(find "$tmp" -name kube-apiserver -type f | head -1)")
-    # The tarball's etcd may differ from the pinned one; only take it if the
-    # build fallback is not needed for etcd, which we always build ourselves.
+    # etcd is always built at its pinned version; the tarball's may differ.
     cp "$dir/kube-apiserver" "$dest/kube-apiserver"
     rm -rf "$tmp"
     return 0
@@ -92,11 +91,10 @@ GO
   rm -rf "$work"
 }
 
-rm -f "$stamp"
-if [[ ! -x $dest/kube-apiserver ]]; then
-  try_download || build_apiserver
-fi
-[[ -x $dest/etcd ]] || build_etcd
+# Other versions (or a half-finished earlier run) are replaced.
+rm -f "$stamp" "$dest/kube-apiserver" "$dest/etcd"
+try_download || build_apiserver
+build_etcd
 "$dest/etcd" --version >/dev/null
 echo "$want" > "$stamp"
 log "ready in $dest"

@@ -31,7 +31,7 @@ var (
 	admin   client.Client
 	watcher client.WithWatch
 	ctx     = context.Background()
-	stopMgr func()
+	cluster *testenv.Cluster
 )
 
 var _ = BeforeSuite(func() {
@@ -40,22 +40,14 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
 	SetDefaultConsistentlyPollingInterval(50 * time.Millisecond)
 
-	env = testenv.WithWebhooks(testenv.New())
 	var err error
-	cfg, admin, err = testenv.Start(env)
+	cluster, err = testenv.StartCluster(manager.DefaultConfig())
 	Expect(err).NotTo(HaveOccurred())
-	watcher, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
-
-	stopMgr, err = testenv.RunManager(env, cfg, manager.DefaultConfig())
-	Expect(err).NotTo(HaveOccurred())
+	env, cfg, admin, watcher = cluster.Env, cluster.Config, cluster.Client, cluster.Client
 })
 
 var _ = AfterSuite(func() {
-	if stopMgr != nil {
-		stopMgr()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
+	if cluster != nil {
+		Expect(cluster.Stop()).To(Succeed())
 	}
 })

@@ -33,7 +33,7 @@ var (
 	cfg     *rest.Config
 	admin   client.Client
 	ctx     = context.Background()
-	stopMgr func()
+	cluster *testenv.Cluster
 )
 
 var _ = BeforeSuite(func() {
@@ -41,22 +41,16 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
 
-	env = testenv.WithWebhooks(testenv.New())
-	var err error
-	cfg, admin, err = testenv.Start(env)
-	Expect(err).NotTo(HaveOccurred())
-
 	c := manager.DefaultConfig()
 	c.MaxTimeout = maxTimeout
-	stopMgr, err = testenv.RunManager(env, cfg, c)
+	var err error
+	cluster, err = testenv.StartCluster(c)
 	Expect(err).NotTo(HaveOccurred())
+	env, cfg, admin = cluster.Env, cluster.Config, cluster.Client
 })
 
 var _ = AfterSuite(func() {
-	if stopMgr != nil {
-		stopMgr()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
+	if cluster != nil {
+		Expect(cluster.Stop()).To(Succeed())
 	}
 })

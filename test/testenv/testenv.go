@@ -145,3 +145,37 @@ func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (s
 	}
 	return stop, nil
 }
+
+// Cluster is a started local control plane with hitl's webhooks installed
+// and a manager serving them, as the SDK and webhook suites use it.
+type Cluster struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+	// Client acts as the cluster's admin and can watch.
+	Client client.WithWatch
+	stop   func()
+}
+
+// StartCluster starts a Cluster whose manager runs with c.
+func StartCluster(c manager.Config) (*Cluster, error) {
+	env := WithWebhooks(New())
+	cfg, _, err := Start(env)
+	if err != nil {
+		return nil, err
+	}
+	k := &Cluster{Env: env, Config: cfg}
+	if k.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme}); err == nil {
+		k.stop, err = RunManager(env, cfg, c)
+	}
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+// Stop stops the manager, then the control plane.
+func (k *Cluster) Stop() error {
+	k.stop()
+	return k.Env.Stop()
+}
