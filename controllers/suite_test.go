@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -35,9 +32,7 @@ var (
 )
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(15 * time.Second)
-	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
+	testenv.SuiteDefaults()
 	env = testenv.New()
 	var err error
 	cfg, k8s, err = testenv.Start(env)

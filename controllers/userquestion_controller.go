@@ -210,13 +210,16 @@ func (r *UserQuestionReconciler) apply(ctx context.Context, q *hitlv1.UserQuesti
 	if d.Transition != "" {
 		r.recordTransition(q, &d.Status, now)
 	}
+	if len(d.Replies) == 0 {
+		return nil
+	}
+	byName := make(map[string]*hitlv1.QuestionReply, len(replies))
+	for i := range replies {
+		byName[replies[i].Name] = &replies[i]
+	}
 	for _, c := range d.Replies {
-		for i := range replies {
-			if replies[i].Name == c.Name {
-				if err := r.writeOutcome(ctx, q, &replies[i], c, now); err != nil {
-					return err
-				}
-			}
+		if err := r.writeOutcome(ctx, q, byName[c.Name], c, now); err != nil {
+			return err
 		}
 	}
 	return nil

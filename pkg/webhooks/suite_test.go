@@ -10,8 +10,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -37,9 +35,7 @@ var (
 )
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(15 * time.Second)
-	SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
+	testenv.SuiteDefaults()
 
 	c := manager.DefaultConfig()
 	c.MaxTimeout = maxTimeout

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -21,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -178,4 +182,12 @@ func StartCluster(c manager.Config) (*Cluster, error) {
 func (k *Cluster) Stop() error {
 	k.stop()
 	return k.Env.Stop()
+}
+
+// SuiteDefaults sends the controller's logs to Ginkgo's writer and sets the
+// Eventually defaults that the envtest suites share.
+func SuiteDefaults() {
+	logf.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter), zap.UseDevMode(true)))
+	gomega.SetDefaultEventuallyTimeout(15 * time.Second)
+	gomega.SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
 }
