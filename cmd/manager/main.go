@@ -29,6 +29,7 @@ func main() {
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
 		qps         = flag.Float64("kube-api-qps", 500, "client-side limit of API requests per second (controller-runtime's default of 20 caps settlement throughput)")
 		burst       = flag.Int("kube-api-burst", 1000, "client-side burst of API requests")
+		pprofAddr   = flag.String("pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
 	)
 	flag.IntVar(&c.Workers, "max-concurrent-reconciles", c.Workers, "questions reconciled in parallel")
 	flag.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "largest spec.timeout accepted (BAD_TIMEOUT above it)")
@@ -53,6 +54,7 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
+		PprofBindAddress:       *pprofAddr,
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       "hitl-manager.hitl.dev",
 		Cache:                  controllers.CacheOptions(),
