@@ -91,7 +91,7 @@ var (
 // per process, and points the state gauges at src.
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, collector)
+		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, collector)
 	})
 	collector.source.Store(src)
 }

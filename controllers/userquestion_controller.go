@@ -15,18 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -50,17 +50,6 @@ const scheduledPriority = 10
 // conflictRetry is how soon a question whose write lost a race is looked at
 // again; the newer version is usually in the cache by then.
 const conflictRetry = 20 * time.Millisecond
-
-// CacheOptions keeps the manager's cache small: no managedFields on any
-// object, and only the Leases that are claims.
-func CacheOptions() cache.Options {
-	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{hitlv1.ClaimLabel: "true"})},
-		},
-	}
-}
 
 // UserQuestionReconciler owns the life of UserQuestions.
 type UserQuestionReconciler struct {
@@ -110,7 +99,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 		// Every change, the controller's own status writes included: a
 		// decision made on a cache that had not yet seen the previous write
 		// is looked at again when it has, so nothing stays stale.
-		For(&hitlv1.UserQuestion{}).
+		Watches(&hitlv1.UserQuestion{}, overdueFirst(r.Clock)).
 		// A reply's spec is immutable: its arrival and its deletion matter.
 		Watches(&hitlv1.QuestionReply{}, handler.EnqueueRequestsFromMapFunc(replyQuestion),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
@@ -118,6 +107,42 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// overdueFirst enqueues a question on its own events, as For would, but
+// ahead of other work when it is Open past its deadline: after a restart,
+// the deadlines that passed while the controller was down are written
+// before the thousands of unchanged questions the initial list brings.
+func overdueFirst(clk clock.PassiveClock) handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
+		pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+		if uq, isQuestion := o.(*hitlv1.UserQuestion); ok && isQuestion && overdue(uq, clk.Now()) {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(scheduledPriority)}, req)
+			return
+		}
+		q.Add(req)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+	}
+}
+
+// overdue reports whether q is still Open with its deadline passed.
+func overdue(q *hitlv1.UserQuestion, now time.Time) bool {
+	open := q.Status.State == "" || q.Status.State == hitlv1.StateOpen
+	return open && q.DeletionTimestamp == nil && q.Status.Deadline != nil && !now.Before(q.Status.Deadline.Time)
 }
 
 func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {

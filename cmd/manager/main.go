@@ -39,6 +39,9 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	mem := manager.TuneMemory()
+	log.Info("Tuned the garbage collector (0 means left to the Go runtime and GOGC/GOMEMLIMIT)",
+		"gcPercent", mem.GCPercent, "memoryLimitBytes", mem.MemoryLimit)
 
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -43,10 +43,14 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	if c.Workers <= 0 {
 		c.Workers = DefaultConfig().Workers
 	}
+	events := controllers.NewEventWriter(mgr.GetClient(), mgr.GetScheme(), "hitl-controller", controllers.EventWorkers, controllers.EventQueue)
+	if err := mgr.Add(events); err != nil {
+		return err
+	}
 	if err := (&controllers.UserQuestionReconciler{
 		Client:   mgr.GetClient(),
 		Clock:    c.Clock,
-		Recorder: mgr.GetEventRecorder("hitl-controller"),
+		Recorder: events,
 	}).SetupWithManager(mgr, c.Workers); err != nil {
 		return fmt.Errorf("setting up the question controller: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -47,7 +48,13 @@ func main() {
 	quickMode := flag.Bool("quick", false, "a smaller run that finishes in a few minutes")
 	out := flag.String("out", filepath.Join(testenv.Root(), "bin", "bench", "results.json"), "where to write the figures as JSON")
 	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "the manager binary")
+	run := flag.String("run", "", "run only the workloads whose names match this regular expression (the baseline always runs)")
 	flag.Parse()
+	only, err := regexp.Compile(*run)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: --run:", err)
+		os.Exit(1)
+	}
 
 	s := full
 	if *quickMode {
@@ -55,7 +62,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	r, err := runAll(ctx, s, *manager)
+	r, err := runAll(ctx, s, *manager, filepath.Dir(*out), only)
 	if r != nil {
 		r.print(os.Stdout)
 		if werr := r.write(*out); werr != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,11 +46,13 @@ type bench struct {
 	manager    *exec.Cmd
 	synced     chan time.Time
 	metrics    string
+	pprof      string
+	outDir     string // where profiles are written
 	r          *results
 }
 
-func runAll(ctx context.Context, s scale, managerBin string) (*results, error) {
-	b := &bench{s: s, managerBin: managerBin, r: &results{Quick: s == quick, Figures: map[string]float64{}}}
+func runAll(ctx context.Context, s scale, managerBin, outDir string, only *regexp.Regexp) (*results, error) {
+	b := &bench{s: s, managerBin: managerBin, outDir: outDir, r: &results{Quick: s == quick, Figures: map[string]float64{}}}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
@@ -67,6 +70,9 @@ func runAll(ctx context.Context, s scale, managerBin string) (*results, error) {
 		{"restart", b.restart},
 	}
 	for i, st := range steps {
+		if i > 0 && !only.MatchString(st.name) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "bench: %s\n", st.name)
 		if err := st.run(ctx); err != nil {
 			return b.r, fmt.Errorf("%s: %w", st.name, err)
@@ -137,7 +143,12 @@ func (b *bench) startManager() error {
 		return err
 	}
 	b.metrics = fmt.Sprintf("127.0.0.1:%d", port)
+	if port, err = freePort(); err != nil {
+		return err
+	}
+	b.pprof = fmt.Sprintf("127.0.0.1:%d", port)
 	b.manager = exec.Command(b.managerBin, "--kubeconfig", b.kubeconfig, "--metrics-bind-address", b.metrics,
+		"--pprof-bind-address", b.pprof,
 		"--health-probe-bind-address", "0", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port),
 		"--webhook-cert-dir", wh.CertDir)
 	stderr, err := b.manager.StderrPipe()
@@ -560,6 +571,9 @@ func (b *bench) memory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := b.saveProfile("heap", "manager-heap.pprof"); err != nil {
+		return err
+	}
 	b.r.set("memory: manager RSS MiB", float64(rss)/(1<<20))
 	b.r.set("memory: manager Go heap in use MiB", heap/(1<<20))
 	b.r.check(fmt.Sprintf("manager RSS at %d questions+replies", b.s.MemQuestions), "<= 150MiB", fmt.Sprintf("%.0fMiB", float64(rss)/(1<<20)), rss <= 150<<20)
@@ -651,6 +665,28 @@ func rssBytes(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// saveProfile writes one of the manager's pprof profiles next to the
+// results, for `go tool pprof`.
+func (b *bench) saveProfile(profile, file string) error {
+	resp, err := http.Get("http://" + b.pprof + "/debug/pprof/" + profile)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(b.outDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(b.outDir, file))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (b *bench) scrape(metric string) (float64, error) {

@@ -1,0 +1,176 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/reference"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Defaults of an EventWriter.
+const (
+	// EventWorkers is how many events are written at once. Few: an event
+	// tells people what happened, the status write that goes with it is
+	// what agents wait for, and the status writes should have the API
+	// server first.
+	EventWorkers = 4
+	// EventQueue is how many events may wait to be written; more are
+	// dropped and counted (hitl_events_total{result="dropped"}).
+	EventQueue = 8192
+	// eventAttempts is how often an event write is tried.
+	eventAttempts = 3
+	// maxNote is the API server's limit on an event's note.
+	maxNote = 1024
+)
+
+var eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "hitl_events_total",
+	Help: "Events the controller recorded, by result: written, dropped (the queue was full) or failed.",
+}, []string{"result"})
+
+// EventWriter records events.k8s.io Events with a fixed number of writers
+// and a bounded queue. client-go's recorder writes each event from its own
+// goroutine and keeps every event for several minutes to detect series:
+// under a burst of transitions (a thousand deadlines falling due at once)
+// that is a thousand event writes racing the status writes, and memory
+// that grows with the burst. hitl's events are one per transition of each
+// object, so they never form series, and nothing needs to be kept once
+// written. It is a manager Runnable; events recorded before it starts wait
+// in the queue.
+type EventWriter struct {
+	client     client.Client
+	scheme     *runtime.Scheme
+	controller string
+	instance   string
+	workers    int
+	queue      chan *eventsv1.Event
+}
+
+// NewEventWriter returns a writer that reports events as controller,
+// writing with c.
+func NewEventWriter(c client.Client, scheme *runtime.Scheme, controller string, workers, queue int) *EventWriter {
+	host, _ := os.Hostname()
+	return &EventWriter{client: c, scheme: scheme, controller: controller, instance: controller + "-" + host,
+		workers: workers, queue: make(chan *eventsv1.Event, queue)}
+}
+
+var _ events.EventRecorder = (*EventWriter)(nil)
+
+// Eventf queues an event about regarding (and related, which may be nil).
+// It never blocks: when the queue is full the event is dropped.
+func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	log := ctrl.Log.WithName("events")
+	ref, err := reference.GetReference(w.scheme, regarding)
+	if err != nil {
+		log.Error(err, "Cannot refer to the object of an event", "reason", reason)
+		eventsTotal.WithLabelValues("failed").Inc()
+		return
+	}
+	var relatedRef *corev1.ObjectReference
+	if related != nil {
+		if relatedRef, err = reference.GetReference(w.scheme, related); err != nil {
+			relatedRef = nil
+		}
+	}
+	now := time.Now()
+	message := fmt.Sprintf(note, args...)
+	if len(message) > maxNote {
+		message = message[:maxNote]
+	}
+	namespace := ref.Namespace
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	e := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: namespace},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: w.controller,
+		ReportingInstance:   w.instance,
+		Action:              action,
+		Reason:              reason,
+		Regarding:           *ref,
+		Related:             relatedRef,
+		Note:                message,
+		Type:                eventtype,
+	}
+	select {
+	case w.queue <- e:
+	default:
+		eventsTotal.WithLabelValues("dropped").Inc()
+	}
+}
+
+// Start writes queued events until ctx ends, then for up to two seconds
+// more what is still queued.
+func (w *EventWriter) Start(ctx context.Context) error {
+	done := make(chan struct{})
+	for range w.workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			w.work(ctx)
+		}()
+	}
+	<-ctx.Done()
+	drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for range w.workers {
+		<-done
+	}
+	for drain.Err() == nil {
+		select {
+		case e := <-w.queue:
+			w.write(drain, e)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: events are recorded only by the controller,
+// which runs only when elected, and they must be written while it is.
+func (w *EventWriter) NeedLeaderElection() bool { return false }
+
+func (w *EventWriter) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-w.queue:
+			w.write(ctx, e)
+		}
+	}
+}
+
+func (w *EventWriter) write(ctx context.Context, e *eventsv1.Event) {
+	var err error
+	for attempt := range eventAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		err = w.client.Create(ctx, e.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			eventsTotal.WithLabelValues("written").Inc()
+			return
+		}
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || ctx.Err() != nil {
+			break // the namespace is gone or terminating, or the event can never be written
+		}
+	}
+	eventsTotal.WithLabelValues("failed").Inc()
+	ctrl.Log.WithName("events").Error(err, "Could not write an event", "regarding", e.Regarding.Name, "reason", e.Reason)
+}
