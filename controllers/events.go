@@ -28,6 +28,9 @@ const (
 	// EventQueue is how many events may wait to be written; more are
 	// dropped and counted (hitl_events_total{result="dropped"}).
 	EventQueue = 8192
+	// maxEventDelay is how long an event may wait for the status writes of
+	// a burst of transitions (see EventWriter.DeferWhile).
+	maxEventDelay = 2 * time.Second
 	// eventAttempts is how often an event write is tried.
 	eventAttempts = 3
 	// maxNote is the API server's limit on an event's note.
@@ -55,7 +58,14 @@ type EventWriter struct {
 	instance   string
 	workers    int
 	queue      chan *eventsv1.Event
+	busy       func() bool
 }
+
+// DeferWhile makes the writer hold events back while busy reports true,
+// each for at most two seconds after it was recorded: through a burst of
+// transitions the status writes, which agents wait for, have the API
+// server, and the events follow. Call it before the writer starts.
+func (w *EventWriter) DeferWhile(busy func() bool) { w.busy = busy }
 
 // NewEventWriter returns a writer that reports events as controller,
 // writing with c.
@@ -154,6 +164,9 @@ func (w *EventWriter) work(ctx context.Context) {
 }
 
 func (w *EventWriter) write(ctx context.Context, e *eventsv1.Event) {
+	for w.busy != nil && w.busy() && time.Since(e.EventTime.Time) < maxEventDelay && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	var err error
 	for attempt := range eventAttempts {
 		if attempt > 0 {

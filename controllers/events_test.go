@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -41,5 +47,56 @@ func TestEventWriterQueuesWithoutBlockingAndDropsWhenFull(t *testing.T) {
 	if second.Regarding.Kind != "QuestionReply" || second.Related == nil || second.Related.Name != askName ||
 		second.Type != corev1.EventTypeWarning || len(second.Note) != maxNote {
 		t.Errorf("second event: regarding %+v related %+v type %s note of %d bytes", second.Regarding, second.Related, second.Type, len(second.Note))
+	}
+}
+
+func TestEventWriterHoldsEventsBackWhileBusyForAtMostTwoSeconds(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := eventsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := hitlv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	var busy atomic.Bool
+	busy.Store(true)
+	w := NewEventWriter(c, s, "hitl-controller", 1, 4)
+	w.DeferWhile(busy.Load)
+	written := func() int {
+		var list eventsv1.EventList
+		if err := c.List(context.Background(), &list); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+
+	w.Eventf(&aQuestion().q, nil, corev1.EventTypeNormal, "Continued", "Continue", "fresh")
+	done := make(chan struct{})
+	go func() { w.write(context.Background(), <-w.queue); close(done) }()
+	time.Sleep(100 * time.Millisecond)
+	if n := written(); n != 0 {
+		t.Fatalf("%d events written while busy, want them held back", n)
+	}
+	busy.Store(false)
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("the event was not written once the writer was no longer busy")
+	}
+	if n := written(); n != 1 {
+		t.Fatalf("%d events written, want 1", n)
+	}
+
+	// An event already held back for two seconds is written even while busy.
+	busy.Store(true)
+	q := aQuestion().q
+	q.Name = "other"
+	w.Eventf(&q, nil, corev1.EventTypeNormal, "Continued", "Continue", "old")
+	e := <-w.queue
+	e.EventTime = metav1.NewMicroTime(time.Now().Add(-maxEventDelay))
+	w.write(context.Background(), e)
+	if n := written(); n != 2 {
+		t.Fatalf("%d events written, want the overdue one written too", n)
 	}
 }

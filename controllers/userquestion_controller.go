@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -63,7 +64,12 @@ type UserQuestionReconciler struct {
 	Recorder events.EventRecorder
 
 	claims *claimTracker
+	// statusWrites counts the status writes in flight.
+	statusWrites atomic.Int32
 }
+
+// StatusWritesInFlight is how many question status writes are under way.
+func (r *UserQuestionReconciler) StatusWritesInFlight() int { return int(r.statusWrites.Load()) }
 
 // +kubebuilder:rbac:groups=hitl.dev,resources=userquestions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=hitl.dev,resources=userquestions/status,verbs=get;update;patch
@@ -228,7 +234,10 @@ func (r *UserQuestionReconciler) apply(ctx context.Context, q *hitlv1.UserQuesti
 	if len(d.Replies) > 0 || !equality.Semantic.DeepEqual(q.Status, d.Status) {
 		next := q.DeepCopy()
 		next.Status = d.Status
-		if err := r.Status().Update(ctx, next); err != nil {
+		r.statusWrites.Add(1)
+		err := r.Status().Update(ctx, next)
+		r.statusWrites.Add(-1)
+		if err != nil {
 			return fmt.Errorf("writing the question's status: %w", err)
 		}
 	}

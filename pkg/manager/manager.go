@@ -47,11 +47,11 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	if err := mgr.Add(events); err != nil {
 		return err
 	}
-	if err := (&controllers.UserQuestionReconciler{
-		Client:   mgr.GetClient(),
-		Clock:    c.Clock,
-		Recorder: events,
-	}).SetupWithManager(mgr, c.Workers); err != nil {
+	r := &controllers.UserQuestionReconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events}
+	// Through a burst of transitions (shared deadlines, a restart) the
+	// status writes go first, and the events follow.
+	events.DeferWhile(func() bool { return r.StatusWritesInFlight() >= max(1, c.Workers/2) })
+	if err := r.SetupWithManager(mgr, c.Workers); err != nil {
 		return fmt.Errorf("setting up the question controller: %w", err)
 	}
 	if c.Webhooks {

@@ -22,6 +22,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
@@ -47,6 +49,7 @@ type bench struct {
 	synced     chan time.Time
 	metrics    string
 	pprof      string
+	cfg        *rest.Config // the bench's, an administrator's
 	outDir     string // where profiles are written
 	r          *results
 }
@@ -106,6 +109,7 @@ func (b *bench) start(ctx context.Context) error {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 10000, 20000
+	b.cfg = cfg
 	if b.c, err = client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
 		return err
 	}
@@ -262,6 +266,9 @@ func (b *bench) baseline(ctx context.Context) error {
 		}
 		b.r.set(fmt.Sprintf("baseline asks/s (bare client, concurrency %d)", conc), float64(b.s.Asks)/took.Seconds())
 	}
+	if err := b.transitionFloor(ctx); err != nil {
+		return err
+	}
 	// The baseline's objects would be orphans to the controller: remove them.
 	if err := b.c.DeleteAllOf(ctx, &hitlv1.QuestionReply{}, client.InNamespace(ns)); err != nil {
 		return err
@@ -273,6 +280,53 @@ func (b *bench) baseline(ctx context.Context) error {
 		return err
 	}
 	return b.startManager()
+}
+
+// transitionFloor times what a burst of deadlines costs the API server
+// alone: a bare client writing the Continued status of SharedDeadline
+// questions, and then the status and an Event for each (what the
+// controller writes per transition), with as many writers as the manager
+// has workers. No controller can flip a burst faster than this.
+func (b *bench) transitionFloor(ctx context.Context) error {
+	n := b.s.SharedDeadline
+	qs := make([]*hitlv1.UserQuestion, n)
+	if _, err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
+		qs[i] = timed(name("floor"), time.Hour)
+		return b.c.Create(ctx, qs[i])
+	}); err != nil {
+		return err
+	}
+	for _, withEvents := range []bool{false, true} {
+		took, err := parallel(ctx, n, manager.DefaultConfig().Workers, func(ctx context.Context, i int) error {
+			q := qs[i]
+			q.Status.State = hitlv1.StateContinued
+			if withEvents {
+				q.Status.State = hitlv1.StateOpen
+			}
+			if err := b.c.Status().Update(ctx, q); err != nil {
+				return err
+			}
+			if !withEvents {
+				return nil
+			}
+			now := time.Now()
+			return b.c.Create(ctx, &eventsv1.Event{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", q.Name, now.UnixNano()), Namespace: ns},
+				EventTime:  metav1.NewMicroTime(now), ReportingController: "bench", ReportingInstance: "bench",
+				Action: "Continue", Reason: "Continued", Type: corev1.EventTypeNormal, Note: "floor",
+				Regarding: corev1.ObjectReference{Kind: "UserQuestion", APIVersion: hitlv1.GroupVersion.String(), Namespace: ns, Name: q.Name, UID: q.UID},
+			})
+		})
+		if err != nil {
+			return err
+		}
+		label := fmt.Sprintf("floor: %d status writes by a bare client, ms", n)
+		if withEvents {
+			label = fmt.Sprintf("floor: %d status writes + %d events by a bare client, ms", n, n)
+		}
+		b.r.set(label, ms(took))
+	}
+	return nil
 }
 
 type webhookConfigs struct {
@@ -400,22 +454,29 @@ func timed(n string, timeout time.Duration) *hitlv1.UserQuestion {
 }
 
 func (b *bench) deadlines(ctx context.Context) error {
-	// The deadlines must all lie after the questions are asked, so that
-	// what is measured is the controller's timing, not the API server's
-	// write rate while they are created: time a calibration batch first.
-	calibration := 100
-	took, err := parallel(ctx, calibration, 16, func(ctx context.Context, _ int) error {
-		return b.c.Create(ctx, blocking(name("calibrate")))
-	})
-	if err != nil {
+	// The deadlines must all lie after the questions are asked and the
+	// controller has written their Open status, so that what is measured is
+	// the controller's timing, not the API server's write rate while it
+	// takes in a burst of new questions: time a calibration batch first,
+	// from its creation until the controller has written every Open status.
+	calibration := 200
+	start := time.Now()
+	if _, err := parallel(ctx, calibration, 16, func(ctx context.Context, _ int) error {
+		q := blocking(name("calibrate"))
+		if err := b.c.Create(ctx, q); err != nil {
+			return err
+		}
+		_, err := b.obs.wait(ctx, q.Name, hitlv1.StateOpen)
+		return err
+	}); err != nil {
 		return err
 	}
-	perQuestion := took / time.Duration(calibration)
-	lead := 3*time.Second + perQuestion*time.Duration(b.s.SpreadDeadline+b.s.SharedDeadline)*3/2
+	perQuestion := time.Since(start) / time.Duration(calibration)
+	lead := 3*time.Second + perQuestion*time.Duration(b.s.SpreadDeadline+b.s.SharedDeadline)*2
 	b.r.set("deadline questions asked ahead of the first deadline, s", lead.Seconds())
-	start := time.Now().Add(lead)
+	start = time.Now().Add(lead)
 	var spread []string
-	_, err = parallel(ctx, b.s.SpreadDeadline, 16, func(ctx context.Context, i int) error {
+	_, err := parallel(ctx, b.s.SpreadDeadline, 16, func(ctx context.Context, i int) error {
 		offset := time.Duration(int64(b.s.SpreadWindow) * int64(i) / int64(b.s.SpreadDeadline))
 		created := time.Now().Truncate(time.Second) // the API server's creationTimestamp, to the second
 		q := timed(fmt.Sprintf("spread-%d", i), start.Add(offset).Sub(created).Truncate(time.Millisecond))
@@ -441,6 +502,18 @@ func (b *bench) deadlines(ctx context.Context) error {
 	for i := range b.s.SharedDeadline {
 		shared = append(shared, fmt.Sprintf("shared-%d", i))
 	}
+	defer b.profileCPU(ctx, target, "shared-deadline")()
+	var caughtUp time.Time
+	for _, n := range append(spread, shared...) {
+		at, err := b.obs.wait(ctx, n, hitlv1.StateOpen)
+		if err != nil {
+			return err
+		}
+		if at.After(caughtUp) {
+			caughtUp = at
+		}
+	}
+	b.r.set("deadline: every Open status written, s before the first deadline", start.Sub(caughtUp).Seconds())
 	wait, cancel := context.WithTimeout(ctx, time.Until(target)+30*time.Second)
 	defer cancel()
 	for _, set := range []struct {
@@ -462,6 +535,9 @@ func (b *bench) deadlines(ctx context.Context) error {
 			if at.After(lastFlip) {
 				lastFlip = at
 			}
+		}
+		if set.label == "spread" {
+			b.logSlices(late)
 		}
 		p50, p99, worst := percentiles(late)
 		label := fmt.Sprintf("deadline lateness ms, %d %s", len(set.names), set.label)
@@ -616,6 +692,7 @@ func (b *bench) restart(ctx context.Context) error {
 	case <-time.After(60 * time.Second):
 		return fmt.Errorf("the manager's workers never started")
 	}
+	defer b.profileCPU(ctx, synced, "restart")()
 	var first, last time.Time
 	for _, n := range before {
 		at, err := b.obs.wait(ctx, n, hitlv1.StateContinued)
@@ -640,6 +717,19 @@ func (b *bench) restart(ctx context.Context) error {
 	b.r.set("restart: cache sync to all overdue Continued, ms", ms(last.Sub(synced)))
 	b.r.check(fmt.Sprintf("%d overdue deadlines after restart", len(before)), "within 2s of sync", last.Sub(synced).Round(time.Millisecond).String(), last.Sub(synced) <= 2*time.Second)
 	return nil
+}
+
+// logSlices prints the lateness of the spread deadlines by tenths of
+// their window, in deadline order, to show when the late ones fell due.
+func (b *bench) logSlices(late []time.Duration) {
+	n := len(late)
+	var parts []string
+	for i := range 10 {
+		slice := append([]time.Duration(nil), late[i*n/10:(i+1)*n/10]...)
+		_, p99, worst := percentiles(slice)
+		parts = append(parts, fmt.Sprintf("%.0f/%.0f", ms(p99), ms(worst)))
+	}
+	fmt.Fprintf(os.Stderr, "bench: spread lateness p99/max ms by tenth of the window: %s\n", strings.Join(parts, " "))
 }
 
 func percentiles(d []time.Duration) (p50, p99, worst time.Duration) {
@@ -667,6 +757,28 @@ func rssBytes(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
+// profileCPU takes 5 s CPU profiles of the manager and the API server from
+// at on, as manager-cpu-<what>.pprof and apiserver-cpu-<what>.pprof; the
+// function it returns waits for them.
+func (b *bench) profileCPU(ctx context.Context, at time.Time, what string) (wait func()) {
+	done := make(chan error, 2)
+	go func() {
+		time.Sleep(time.Until(at))
+		done <- b.saveProfile("profile?seconds=5", "manager-cpu-"+what+".pprof")
+	}()
+	go func() {
+		time.Sleep(time.Until(at))
+		done <- b.saveAPIServerProfile(ctx, "profile?seconds=5", "apiserver-cpu-"+what+".pprof")
+	}()
+	return func() {
+		for range 2 {
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "bench: profiling %s: %v\n", what, err)
+			}
+		}
+	}
+}
+
 // saveProfile writes one of the manager's pprof profiles next to the
 // results, for `go tool pprof`.
 func (b *bench) saveProfile(profile, file string) error {
@@ -674,7 +786,31 @@ func (b *bench) saveProfile(profile, file string) error {
 	if err != nil {
 		return err
 	}
+	return b.saveBody(resp, file)
+}
+
+// saveAPIServerProfile writes one of kube-apiserver's pprof profiles.
+func (b *bench) saveAPIServerProfile(ctx context.Context, profile, file string) error {
+	hc, err := rest.HTTPClientFor(b.cfg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.cfg.Host, "/")+"/debug/pprof/"+profile, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	return b.saveBody(resp, file)
+}
+
+func (b *bench) saveBody(resp *http.Response, file string) error {
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Request.URL.Path, resp.Status)
+	}
 	if err := os.MkdirAll(b.outDir, 0o755); err != nil {
 		return err
 	}
