@@ -50,7 +50,7 @@ type bench struct {
 	metrics    string
 	pprof      string
 	cfg        *rest.Config // the bench's, an administrator's
-	outDir     string // where profiles are written
+	outDir     string       // where profiles are written
 	r          *results
 }
 
@@ -85,6 +85,11 @@ func runAll(ctx context.Context, s scale, managerBin, outDir string, only *regex
 		if i > 0 && st.name != "memory" && i < len(steps)-1 {
 			if err := b.clean(ctx); err != nil {
 				return b.r, fmt.Errorf("cleaning up after %s: %w", st.name, err)
+			}
+			if b.manager != nil {
+				if err := b.quiet(ctx); err != nil {
+					return b.r, fmt.Errorf("after %s: %w", st.name, err)
+				}
 			}
 		}
 	}
@@ -394,12 +399,19 @@ func (b *bench) settle(ctx context.Context) (time.Duration, error) {
 
 func (b *bench) throughput(ctx context.Context) error {
 	for _, conc := range []int{1, 32} {
+		var wait func()
+		if conc > 1 {
+			wait = b.profileCPU(ctx, time.Now().Add(2*time.Second), "settle")
+		}
 		took, err := parallel(ctx, b.s.Asks, conc, func(ctx context.Context, _ int) error {
 			_, err := b.settle(ctx)
 			return err
 		})
 		if err != nil {
 			return err
+		}
+		if wait != nil {
+			wait()
 		}
 		rate := float64(b.s.Asks) / took.Seconds()
 		base := b.r.Figures[fmt.Sprintf("baseline asks/s (bare client, concurrency %d)", conc)]
@@ -426,7 +438,9 @@ func (b *bench) latency(ctx context.Context) error {
 		if err := b.openQuestions(ctx, open, &have); err != nil {
 			return err
 		}
-		time.Sleep(2 * time.Second) // let the controller catch up with the new questions
+		if err := b.quiet(ctx); err != nil { // the new questions are all Open
+			return err
+		}
 		var samples []time.Duration
 		for range b.s.LatencySamples {
 			d, err := b.settle(ctx)
@@ -825,7 +839,9 @@ func (b *bench) saveBody(resp *http.Response, file string) error {
 	return f.Close()
 }
 
-func (b *bench) scrape(metric string) (float64, error) {
+// scrape reads a metric of the manager: the sum of its series whose labels
+// contain every one of labels.
+func (b *bench) scrape(metric string, labels ...string) (float64, error) {
 	resp, err := http.Get("http://" + b.metrics + "/metrics")
 	if err != nil {
 		return 0, err
@@ -835,10 +851,62 @@ func (b *bench) scrape(metric string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	sum, found := 0.0, false
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, metric+" ") {
-			return strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, metric)), 64)
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || (series != metric && !strings.HasPrefix(series, metric+"{")) {
+			continue
+		}
+		if !containsAll(series, labels) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric %s: %w", series, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("metric %s not found", metric)
+	}
+	return sum, nil
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
 		}
 	}
-	return 0, fmt.Errorf("metric %s not found", metric)
+	return true
+}
+
+// quiet waits until the controller's queue has been empty and its workers
+// idle for half a second, so that a workload does not measure the tail of the previous
+// one (the clean-up's deletions, say).
+func (b *bench) quiet(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	calm := 0
+	for calm < 5 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the controller to go quiet: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		depth, err := b.scrape("workqueue_depth", `name="userquestion"`)
+		if err != nil {
+			return err
+		}
+		busy, err := b.scrape("controller_runtime_active_workers", `controller="userquestion"`)
+		if err != nil {
+			return err
+		}
+		if depth+busy == 0 {
+			calm++
+		} else {
+			calm = 0
+		}
+	}
+	return nil
 }
