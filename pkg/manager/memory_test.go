@@ -40,4 +40,3 @@ func TestChooseMemoryTuning(t *testing.T) {
 		})
 	}
 }
-
