@@ -64,6 +64,8 @@ type UserQuestionReconciler struct {
 	Recorder events.EventRecorder
 
 	claims *claimTracker
+	// own stands in for the cache until it has the controller's writes.
+	own *ownWrites
 	// statusWrites counts the status writes in flight.
 	statusWrites atomic.Int32
 }
@@ -98,6 +100,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 		r.Clock = clock.RealClock{}
 	}
 	r.claims = newClaimTracker()
+	r.own = newOwnWrites()
 	registerMetrics(&collectorSource{reader: mgr.GetCache(), claims: r.claims, clock: r.Clock})
 
 	return ctrl.NewControllerManagedBy(mgr).
@@ -179,6 +182,7 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.claims.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	q = latest(r.own, q, r.Clock.Now())
 
 	replies, err := r.repliesOf(ctx, req.NamespacedName)
 	if err != nil {
@@ -215,6 +219,10 @@ func (r *UserQuestionReconciler) repliesOf(ctx context.Context, question types.N
 	if err := r.List(ctx, &list, client.InNamespace(question.Namespace), client.MatchingFields{ReplyQuestionIndex: question.Name}); err != nil {
 		return nil, fmt.Errorf("listing replies: %w", err)
 	}
+	now := r.Clock.Now()
+	for i := range list.Items {
+		list.Items[i] = *latest(r.own, &list.Items[i], now)
+	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := &list.Items[i], &list.Items[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -240,6 +248,7 @@ func (r *UserQuestionReconciler) apply(ctx context.Context, q *hitlv1.UserQuesti
 		if err != nil {
 			return fmt.Errorf("writing the question's status: %w", err)
 		}
+		r.own.record(q.ResourceVersion, next, now)
 	}
 	if d.Transition != "" {
 		r.recordTransition(q, &d.Status, now)
@@ -292,6 +301,7 @@ func (r *UserQuestionReconciler) writeOutcome(ctx context.Context, q *hitlv1.Use
 		}
 		return fmt.Errorf("writing the outcome of reply %s: %w", reply.Name, err)
 	}
+	r.own.record(reply.ResourceVersion, next, now)
 	repliesTotal.WithLabelValues(string(c.Outcome), string(c.Reason)).Inc()
 	if c.Outcome == hitlv1.OutcomeRejected {
 		var related runtime.Object

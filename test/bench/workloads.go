@@ -245,6 +245,10 @@ func (b *bench) baseline(ctx context.Context) error {
 		return err
 	}
 	for _, conc := range []int{1, 32} {
+		cpu, err := b.cpuTimes()
+		if err != nil {
+			return err
+		}
 		took, err := parallel(ctx, b.s.Asks, conc, func(ctx context.Context, _ int) error {
 			q := blocking(name("base"))
 			if err := b.c.Create(ctx, q); err != nil {
@@ -270,6 +274,11 @@ func (b *bench) baseline(ctx context.Context) error {
 			return err
 		}
 		b.r.set(fmt.Sprintf("baseline asks/s (bare client, concurrency %d)", conc), float64(b.s.Asks)/took.Seconds())
+		if conc > 1 {
+			if err := b.cpuPerAsk(cpu, fmt.Sprintf("baseline, concurrency %d", conc)); err != nil {
+				return err
+			}
+		}
 	}
 	if err := b.transitionFloor(ctx); err != nil {
 		return err
@@ -400,8 +409,17 @@ func (b *bench) settle(ctx context.Context) (time.Duration, error) {
 func (b *bench) throughput(ctx context.Context) error {
 	for _, conc := range []int{1, 32} {
 		var wait func()
+		var calls map[string]float64
+		var cpu map[string]time.Duration
 		if conc > 1 {
 			wait = b.profileCPU(ctx, time.Now().Add(2*time.Second), "settle")
+			var err error
+			if calls, err = b.apiCalls(ctx); err != nil {
+				return err
+			}
+			if cpu, err = b.cpuTimes(); err != nil {
+				return err
+			}
 		}
 		took, err := parallel(ctx, b.s.Asks, conc, func(ctx context.Context, _ int) error {
 			_, err := b.settle(ctx)
@@ -412,6 +430,12 @@ func (b *bench) throughput(ctx context.Context) error {
 		}
 		if wait != nil {
 			wait()
+			if err := b.callsPerAsk(ctx, calls); err != nil {
+				return err
+			}
+			if err := b.cpuPerAsk(cpu, fmt.Sprintf("settle, concurrency %d", conc)); err != nil {
+				return err
+			}
 		}
 		rate := float64(b.s.Asks) / took.Seconds()
 		base := b.r.Figures[fmt.Sprintf("baseline asks/s (bare client, concurrency %d)", conc)]
@@ -420,6 +444,42 @@ func (b *bench) throughput(ctx context.Context) error {
 		b.r.check(fmt.Sprintf("settle throughput, concurrency %d", conc), ">= 0.6 x baseline",
 			fmt.Sprintf("%.2f x", rate/base), rate/base >= 0.6)
 	}
+	return nil
+}
+
+// callsPerAsk reports the API writes and webhook calls the settled asks
+// cost since before, per ask, once the controller and its Event writer are
+// done with them; the baseline's asks cost 5 writes and no webhook call.
+func (b *bench) callsPerAsk(ctx context.Context, before map[string]float64) error {
+	if err := b.quiet(ctx); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second) // Events may wait up to 2 s behind status writes
+	after, err := b.apiCalls(ctx)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	writes, hooks := 0.0, 0.0
+	for _, k := range keys {
+		per := (after[k] - before[k]) / float64(b.s.Asks)
+		if per < 0.005 {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: per settled ask: %-45s %.2f\n", k, per)
+		switch {
+		case strings.HasPrefix(k, "webhook "):
+			hooks += per
+		case !strings.HasPrefix(k, "GET ") && !strings.HasPrefix(k, "LIST "):
+			writes += per
+		}
+	}
+	b.r.set("settle: API writes per ask (baseline 5)", writes)
+	b.r.set("settle: admission webhook calls per ask", hooks)
 	return nil
 }
 
@@ -851,7 +911,24 @@ func (b *bench) scrape(metric string, labels ...string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	sum, found := 0.0, false
+	series, err := seriesOf(body, metric, labels...)
+	if err != nil {
+		return 0, err
+	}
+	if len(series) == 0 {
+		return 0, fmt.Errorf("metric %s not found", metric)
+	}
+	sum := 0.0
+	for _, v := range series {
+		sum += v
+	}
+	return sum, nil
+}
+
+// seriesOf parses the series of a metric in a Prometheus text exposition
+// whose labels contain every one of labels, by their full series names.
+func seriesOf(body []byte, metric string, labels ...string) (map[string]float64, error) {
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		series, value, ok := strings.Cut(line, " ")
 		if !ok || (series != metric && !strings.HasPrefix(series, metric+"{")) {
@@ -862,14 +939,72 @@ func (b *bench) scrape(metric string, labels ...string) (float64, error) {
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil {
-			return 0, fmt.Errorf("metric %s: %w", series, err)
+			return nil, fmt.Errorf("metric %s: %w", series, err)
 		}
-		sum, found = sum+v, true
+		out[series] += v
 	}
-	if !found {
-		return 0, fmt.Errorf("metric %s not found", metric)
+	return out, nil
+}
+
+// apiCalls counts what the API server has served since it started: the
+// requests other than watches by verb, resource and subresource ("POST
+// userquestions", "PUT userquestions/status"), and admission webhook calls
+// by webhook name.
+func (b *bench) apiCalls(ctx context.Context) (map[string]float64, error) {
+	hc, err := rest.HTTPClientFor(b.cfg)
+	if err != nil {
+		return nil, err
 	}
-	return sum, nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.cfg.Host, "/")+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	requests, err := seriesOf(body, "apiserver_request_total")
+	if err != nil {
+		return nil, err
+	}
+	hooks, err := seriesOf(body, "apiserver_admission_webhook_admission_duration_seconds_count")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for series, v := range requests {
+		verb := labelOf(series, "verb")
+		if verb == "WATCH" {
+			continue
+		}
+		what := labelOf(series, "resource")
+		if sub := labelOf(series, "subresource"); sub != "" {
+			what += "/" + sub
+		}
+		out[verb+" "+what] += v
+	}
+	for series, v := range hooks {
+		out["webhook "+labelOf(series, "name")] += v
+	}
+	return out, nil
+}
+
+// labelOf is the value of one label of a series, or "".
+func labelOf(series, label string) string {
+	_, rest, ok := strings.Cut(series, `{`+label+`="`)
+	if !ok {
+		_, rest, ok = strings.Cut(series, `,`+label+`="`)
+	}
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }
 
 func containsAll(s string, subs []string) bool {
