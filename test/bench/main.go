@@ -40,7 +40,7 @@ var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadlin
 	SharedDeadline: 1000, Claims: 1000, ClaimLease: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
 	MemQuestions: 10000, MemClaims: 1000}
 
-var quick = scale{Asks: 300, LatencySamples: 60, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
+var quick = scale{Asks: 300, LatencySamples: 200, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
 	SharedDeadline: 300, Claims: 100, ClaimLease: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
 	MemQuestions: 1000, MemClaims: 100}
 
