@@ -86,10 +86,3 @@ func (w *ownWrites) sweep(now time.Time) {
 	}
 	w.lastSweep = now
 }
-
-// len is how many writes wait for the cache.
-func (w *ownWrites) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.objects)
-}

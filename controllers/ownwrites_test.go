@@ -89,3 +89,10 @@ func TestOwnWritesForgetOldWrites(t *testing.T) {
 		t.Errorf("a write past its TTL still stands in")
 	}
 }
+
+// len is how many writes wait for the cache.
+func (w *ownWrites) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.objects)
+}

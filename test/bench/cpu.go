@@ -91,10 +91,10 @@ func (b *bench) cpuPerAsk(before map[string]time.Duration, what string) error {
 	}
 	total := time.Duration(0)
 	for _, role := range cpuRoles {
-		used := after[role] - before[role]
 		if _, ok := after[role]; !ok {
-			continue
+			continue // no manager during the baseline
 		}
+		used := after[role] - before[role]
 		total += used
 		b.r.set(fmt.Sprintf("%s: CPU ms per ask, %s", what, role), ms(used)/float64(b.s.Asks))
 	}

@@ -866,19 +866,25 @@ func (b *bench) saveProfile(profile, file string) error {
 
 // saveAPIServerProfile writes one of kube-apiserver's pprof profiles.
 func (b *bench) saveAPIServerProfile(ctx context.Context, profile, file string) error {
-	hc, err := rest.HTTPClientFor(b.cfg)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.cfg.Host, "/")+"/debug/pprof/"+profile, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
+	resp, err := b.apiServerGet(ctx, "/debug/pprof/"+profile)
 	if err != nil {
 		return err
 	}
 	return b.saveBody(resp, file)
+}
+
+// apiServerGet reads one of kube-apiserver's own endpoints as the bench's
+// administrator.
+func (b *bench) apiServerGet(ctx context.Context, path string) (*http.Response, error) {
+	hc, err := rest.HTTPClientFor(b.cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.cfg.Host, "/")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return hc.Do(req)
 }
 
 func (b *bench) saveBody(resp *http.Response, file string) error {
@@ -952,15 +958,7 @@ func seriesOf(body []byte, metric string, labels ...string) (map[string]float64,
 // userquestions", "PUT userquestions/status"), and admission webhook calls
 // by webhook name.
 func (b *bench) apiCalls(ctx context.Context) (map[string]float64, error) {
-	hc, err := rest.HTTPClientFor(b.cfg)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.cfg.Host, "/")+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
+	resp, err := b.apiServerGet(ctx, "/metrics")
 	if err != nil {
 		return nil, err
 	}
