@@ -1,0 +1,539 @@
+// Package manifests renders every kustomization under config/ in-process,
+// as `kubectl apply -k` would, and checks what comes out: each object
+// decodes strictly against its kind's schema, and the objects that name one
+// another (cert-manager's Certificate and Issuer, the webhook configurations
+// and their Service, RBAC bindings, the manager's ServiceAccount and
+// certificate Secret) still agree after namePrefix and namespace rewrote
+// them.
+package manifests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
+)
+
+// configDir is config/ seen from this package's directory, where go test
+// runs the test binary.
+const configDir = "../../config"
+
+// injectCAFrom is cert-manager's annotation naming the Certificate (as
+// namespace/name) whose CA it writes into a webhook configuration.
+const injectCAFrom = "cert-manager.io/inject-ca-from"
+
+// TestEveryKustomizationRendersConsistently renders each kustomization under
+// config/, decodes every object strictly and checks its references.
+func TestEveryKustomizationRendersConsistently(t *testing.T) {
+	dirs, topLevel := kustomizations(t)
+	if len(dirs) == 0 {
+		t.Fatal("no kustomization.yaml under config/")
+	}
+	for _, dir := range dirs {
+		rel, _ := filepath.Rel(configDir, dir)
+		t.Run(filepath.ToSlash(rel), func(t *testing.T) {
+			objs := render(t, dir)
+			if len(objs) == 0 {
+				t.Fatal("renders no object")
+			}
+			set := decodeAll(t, objs)
+			// An overlay that no other kustomization includes is meant to be
+			// applied as it is: everything it names must be in it. A base
+			// (config/rbac, config/manager, ...) is checked only against the
+			// kinds it has.
+			for _, p := range set.problems(topLevel[dir]) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// TestDefaultOverlayIsComplete pins what config/default must hold for the
+// manager to run with its webhooks served through cert-manager.
+func TestDefaultOverlayIsComplete(t *testing.T) {
+	set := decodeAll(t, render(t, filepath.Join(configDir, "default")))
+	for _, kind := range []string{
+		"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+		"Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration",
+		"ValidatingWebhookConfiguration", "Issuer", "Certificate",
+	} {
+		if len(set.byKind[kind]) == 0 {
+			t.Errorf("config/default has no %s", kind)
+		}
+	}
+	for _, o := range set.all {
+		if o.Kind == "Namespace" || o.Namespace == "" {
+			continue
+		}
+		if o.Namespace != "hitl-system" {
+			t.Errorf("%s is in namespace %q, not hitl-system", o, o.Namespace)
+		}
+	}
+}
+
+// TestSamplesAreValidAsks checks the samples beyond their schema: every
+// UserQuestion is an ask the webhook admits, and every kind is served by a
+// CRD of config/crd.
+func TestSamplesAreValidAsks(t *testing.T) {
+	crds := decodeAll(t, render(t, filepath.Join(configDir, "crd")))
+	served := map[string]bool{}
+	for _, o := range crds.byKind["CustomResourceDefinition"] {
+		crd := o.typed.(*apiextensionsv1.CustomResourceDefinition)
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				served[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind] = true
+			}
+		}
+	}
+	samples := decodeAll(t, render(t, filepath.Join(configDir, "samples")))
+	for _, o := range samples.all {
+		if !served[o.APIVersion+"/"+o.Kind] {
+			t.Errorf("%s: no CRD under config/crd serves %s %s", o, o.APIVersion, o.Kind)
+		}
+		if uq, ok := o.typed.(*hitlv1.UserQuestion); ok {
+			if err := validation.ValidateAsk(&uq.Spec, 0); err != nil {
+				t.Errorf("%s: %v", o, err)
+			}
+		}
+	}
+}
+
+// kustomizations lists the directories under config/ that hold a
+// kustomization, and marks those that no other kustomization includes.
+func kustomizations(t *testing.T) (dirs []string, topLevel map[string]bool) {
+	t.Helper()
+	included := map[string]bool{}
+	err := filepath.WalkDir(configDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !slices.Contains([]string{"kustomization.yaml", "kustomization.yml", "Kustomization"}, d.Name()) {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		dirs = append(dirs, dir)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var k struct {
+			Resources  []string `json:"resources"`
+			Components []string `json:"components"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, r := range append(k.Resources, k.Components...) {
+			included[filepath.Join(dir, r)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(dirs)
+	topLevel = map[string]bool{}
+	for _, dir := range dirs {
+		topLevel[dir] = !included[dir]
+	}
+	return dirs, topLevel
+}
+
+// render builds the kustomization in dir with kustomize's defaults, as
+// `kubectl apply -k` does, and returns each object's YAML.
+func render(t *testing.T, dir string) [][]byte {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	var out [][]byte
+	for _, r := range resources.Resources() {
+		data, err := r.AsYAML()
+		if err != nil {
+			t.Fatalf("%s: %v", r.CurId(), err)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// object is one rendered object: its identity, and its decoded form (a
+// typed object of the scheme, or one of this file's cert-manager types).
+type object struct {
+	APIVersion, Kind, Namespace, Name string
+	Annotations                       map[string]string
+	typed                             any
+}
+
+func (o *object) String() string {
+	if o.Namespace == "" {
+		return o.Kind + " " + o.Name
+	}
+	return o.Kind + " " + o.Namespace + "/" + o.Name
+}
+
+type objectSet struct {
+	all    []*object
+	byKind map[string][]*object
+}
+
+// get returns the object of kind named namespace/name, or nil.
+func (s *objectSet) get(kind, namespace, name string) *object {
+	for _, o := range s.byKind[kind] {
+		if o.Namespace == namespace && o.Name == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// strictDecoder decodes the built-in kinds, CRDs and hitl's kinds, and
+// fails on an unknown or duplicated field.
+func strictDecoder() runtime.Decoder {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, hitlv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
+}
+
+// cert-manager's kinds, with the fields hitl's manifests use (add a field
+// here when a manifest starts using it).
+type (
+	certManagerMeta struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace,omitempty"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+	}
+	issuer struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   certManagerMeta `json:"metadata"`
+		Spec       struct {
+			SelfSigned *struct{} `json:"selfSigned,omitempty"`
+			CA         *struct {
+				SecretName string `json:"secretName"`
+			} `json:"ca,omitempty"`
+		} `json:"spec"`
+	}
+	certificate struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   certManagerMeta `json:"metadata"`
+		Spec       struct {
+			CommonName string   `json:"commonName,omitempty"`
+			DNSNames   []string `json:"dnsNames"`
+			IsCA       bool     `json:"isCA,omitempty"`
+			IssuerRef  struct {
+				Name  string `json:"name"`
+				Kind  string `json:"kind,omitempty"`
+				Group string `json:"group,omitempty"`
+			} `json:"issuerRef"`
+			SecretName string `json:"secretName"`
+		} `json:"spec"`
+	}
+)
+
+func decodeAll(t *testing.T, docs [][]byte) *objectSet {
+	t.Helper()
+	set, errs := decode(docs)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	return set
+}
+
+// decode decodes every document, and returns the objects that decoded and
+// an error for each one that did not.
+func decode(docs [][]byte) (*objectSet, []error) {
+	decoder := strictDecoder()
+	set := &objectSet{byKind: map[string][]*object{}}
+	var errs []error
+	for _, data := range docs {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name        string            `json:"name"`
+				Namespace   string            `json:"namespace"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(data, &head); err != nil {
+			errs = append(errs, fmt.Errorf("%w:\n%s", err, data))
+			continue
+		}
+		o := &object{
+			APIVersion: head.APIVersion, Kind: head.Kind,
+			Namespace: head.Metadata.Namespace, Name: head.Metadata.Name,
+			Annotations: head.Metadata.Annotations,
+		}
+		var err error
+		switch {
+		case strings.HasPrefix(o.APIVersion, "cert-manager.io/"):
+			err = decodeCertManager(o, data)
+		default:
+			o.typed, _, err = decoder.Decode(data, nil, nil)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s does not decode: %w", o, err))
+			continue
+		}
+		set.all = append(set.all, o)
+		set.byKind[o.Kind] = append(set.byKind[o.Kind], o)
+	}
+	return set, errs
+}
+
+func decodeCertManager(o *object, data []byte) error {
+	if o.APIVersion != "cert-manager.io/v1" {
+		return fmt.Errorf("unknown cert-manager version %s", o.APIVersion)
+	}
+	switch o.Kind {
+	case "Issuer", "ClusterIssuer":
+		var i issuer
+		if err := yaml.UnmarshalStrict(data, &i); err != nil {
+			return err
+		}
+		if (i.Spec.SelfSigned == nil) == (i.Spec.CA == nil) {
+			return fmt.Errorf("spec needs exactly one of selfSigned and ca")
+		}
+		o.typed = &i
+	case "Certificate":
+		var c certificate
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return err
+		}
+		if c.Spec.SecretName == "" || c.Spec.IssuerRef.Name == "" || len(c.Spec.DNSNames) == 0 {
+			return fmt.Errorf("spec needs secretName, issuerRef.name and dnsNames")
+		}
+		o.typed = &c
+	default:
+		return fmt.Errorf("unknown cert-manager kind %s", o.Kind)
+	}
+	return nil
+}
+
+// problems lists what the objects of the set name and the set lacks, and
+// what disagrees between them. With complete false, a reference to a kind
+// the set has none of is not a problem.
+func (s *objectSet) problems(complete bool) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	// want reports a reference to kind namespace/name that is not in the set.
+	want := func(from *object, what, kind, namespace, name string) *object {
+		if !complete && len(s.byKind[kind]) == 0 {
+			return nil
+		}
+		target := s.get(kind, namespace, name)
+		if target == nil {
+			ref := name
+			if namespace != "" {
+				ref = namespace + "/" + name
+			}
+			errorf("%s: %s names %s %s, which is not in the output", from, what, kind, ref)
+		}
+		return target
+	}
+
+	if complete {
+		for _, o := range s.all {
+			if o.Namespace != "" && s.get("Namespace", "", o.Namespace) == nil {
+				errorf("%s: its namespace is not in the output", o)
+			}
+		}
+	}
+
+	usesCertManager := len(s.byKind["Certificate"]) > 0
+	certSecrets := map[string]bool{} // namespace/secretName
+	for _, o := range s.byKind["Certificate"] {
+		c := o.typed.(*certificate)
+		certSecrets[o.Namespace+"/"+c.Spec.SecretName] = true
+		switch kind := c.Spec.IssuerRef.Kind; kind {
+		case "", "Issuer":
+			want(o, "spec.issuerRef", "Issuer", o.Namespace, c.Spec.IssuerRef.Name)
+		case "ClusterIssuer":
+			want(o, "spec.issuerRef", "ClusterIssuer", "", c.Spec.IssuerRef.Name)
+		default:
+			if c.Spec.IssuerRef.Group == "" || c.Spec.IssuerRef.Group == "cert-manager.io" {
+				errorf("%s: spec.issuerRef.kind %q is no cert-manager issuer", o, kind)
+			}
+		}
+	}
+
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		for _, o := range s.byKind[kind] {
+			var services []*admissionv1.ServiceReference
+			switch w := o.typed.(type) {
+			case *admissionv1.MutatingWebhookConfiguration:
+				for _, h := range w.Webhooks {
+					services = append(services, h.ClientConfig.Service)
+				}
+			case *admissionv1.ValidatingWebhookConfiguration:
+				for _, h := range w.Webhooks {
+					services = append(services, h.ClientConfig.Service)
+				}
+			}
+			var cert *certificate
+			if from, ok := o.Annotations[injectCAFrom]; ok {
+				namespace, name, found := strings.Cut(from, "/")
+				if !found {
+					errorf("%s: %s %q is not namespace/name", o, injectCAFrom, from)
+				} else if c := want(o, injectCAFrom, "Certificate", namespace, name); c != nil {
+					cert = c.typed.(*certificate)
+				}
+			} else if usesCertManager {
+				errorf("%s: no %s annotation: cert-manager would not give it the CA", o, injectCAFrom)
+			}
+			for _, svc := range services {
+				if svc == nil {
+					continue // a URL webhook
+				}
+				want(o, "a webhook's clientConfig.service", "Service", svc.Namespace, svc.Name)
+				if cert != nil {
+					host := svc.Name + "." + svc.Namespace + ".svc"
+					if !slices.Contains(cert.Spec.DNSNames, host) {
+						errorf("%s: the certificate %s names %v, not the webhook Service's %s", o, o.Annotations[injectCAFrom], cert.Spec.DNSNames, host)
+					}
+				}
+			}
+		}
+	}
+
+	for _, o := range s.byKind["RoleBinding"] {
+		b := o.typed.(*rbacv1.RoleBinding)
+		roleNamespace := o.Namespace
+		if b.RoleRef.Kind == "ClusterRole" {
+			roleNamespace = ""
+		}
+		want(o, "roleRef", b.RoleRef.Kind, roleNamespace, b.RoleRef.Name)
+		checkSubjects(o, b.Subjects, want, errorf)
+	}
+	for _, o := range s.byKind["ClusterRoleBinding"] {
+		b := o.typed.(*rbacv1.ClusterRoleBinding)
+		if b.RoleRef.Kind != "ClusterRole" {
+			errorf("%s: roleRef.kind is %q, not ClusterRole", o, b.RoleRef.Kind)
+		}
+		want(o, "roleRef", "ClusterRole", "", b.RoleRef.Name)
+		checkSubjects(o, b.Subjects, want, errorf)
+	}
+
+	for _, o := range s.byKind["Deployment"] {
+		d := o.typed.(*appsv1.Deployment)
+		pod := d.Spec.Template.Spec
+		sa := pod.ServiceAccountName
+		if sa == "" {
+			sa = "default"
+		}
+		if sa != "default" || complete {
+			want(o, "serviceAccountName", "ServiceAccount", o.Namespace, sa)
+		}
+		for _, v := range pod.Volumes {
+			if v.Secret == nil || !usesCertManager {
+				continue
+			}
+			if !certSecrets[o.Namespace+"/"+v.Secret.SecretName] {
+				errorf("%s: volume %s mounts Secret %s, which no Certificate in its namespace issues", o, v.Name, v.Secret.SecretName)
+			}
+		}
+		selector, err := labelsSelector(d)
+		if err != nil {
+			errorf("%s: %v", o, err)
+		} else if !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+			errorf("%s: spec.selector does not select its own pod template", o)
+		}
+	}
+
+	// A Service selects the pods of a Deployment in its namespace, and sends
+	// to a port they have.
+	if complete || len(s.byKind["Deployment"]) > 0 {
+		for _, o := range s.byKind["Service"] {
+			svc := o.typed.(*corev1.Service)
+			if len(svc.Spec.Selector) == 0 {
+				continue
+			}
+			var pods []corev1.PodTemplateSpec
+			for _, d := range s.byKind["Deployment"] {
+				tmpl := d.typed.(*appsv1.Deployment).Spec.Template
+				if d.Namespace == o.Namespace && labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+					pods = append(pods, tmpl)
+				}
+			}
+			if len(pods) == 0 {
+				errorf("%s: its selector %v selects no Deployment's pods in its namespace", o, svc.Spec.Selector)
+				continue
+			}
+			for _, port := range svc.Spec.Ports {
+				if !slices.ContainsFunc(pods, func(p corev1.PodTemplateSpec) bool { return hasPort(p, port) }) {
+					errorf("%s: port %d targets %s, which the selected pods do not expose", o, port.Port, port.TargetPort.String())
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func checkSubjects(o *object, subjects []rbacv1.Subject, want func(*object, string, string, string, string) *object, errorf func(string, ...any)) {
+	for _, sub := range subjects {
+		if sub.Kind != rbacv1.ServiceAccountKind {
+			continue
+		}
+		if sub.Namespace == "" {
+			errorf("%s: subject ServiceAccount %s has no namespace", o, sub.Name)
+			continue
+		}
+		want(o, "a subject", "ServiceAccount", sub.Namespace, sub.Name)
+	}
+}
+
+func labelsSelector(d *appsv1.Deployment) (labels.Selector, error) {
+	if d.Spec.Selector == nil {
+		return nil, fmt.Errorf("no spec.selector")
+	}
+	if len(d.Spec.Selector.MatchExpressions) > 0 {
+		return nil, fmt.Errorf("spec.selector.matchExpressions is not checked here")
+	}
+	return labels.SelectorFromSet(d.Spec.Selector.MatchLabels), nil
+}
+
+func hasPort(pod corev1.PodTemplateSpec, port corev1.ServicePort) bool {
+	target := port.TargetPort
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			switch {
+			case target.StrVal != "" && p.Name == target.StrVal:
+				return true
+			case target.StrVal == "" && target.IntVal == 0 && p.ContainerPort == port.Port:
+				return true
+			case target.StrVal == "" && target.IntVal != 0 && p.ContainerPort == target.IntVal:
+				return true
+			}
+		}
+	}
+	return false
+}
