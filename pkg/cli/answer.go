@@ -102,7 +102,7 @@ skip some questions, not all). Without flags, each question is prompted for.`,
 			return run(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringArrayVar(&o.selects, "select", nil, "id=label[,label]: select options of question id (repeatable)")
+	cmd.Flags().StringArrayVar(&o.selects, "select", nil, "id=label[,label]: select options of question id (repeatable; a label holding a comma is taken whole)")
 	cmd.Flags().StringArrayVar(&o.customs, "custom", nil, "id=text: free-text answer to question id (repeatable)")
 	cmd.Flags().StringArrayVar(&o.skips, "skip", nil, "id: skip question id (repeatable)")
 	o.addFlags(cmd)
@@ -131,16 +131,25 @@ func (o *answerOptions) Run(ctx context.Context) error {
 }
 
 // batchFromFlags builds a batch with one item per question of the ask;
-// questions no flag names are skipped.
+// questions no flag names are skipped. The value of --select id=V is one
+// label when V is exactly a label of question id (labels may hold commas),
+// and otherwise a comma-separated list of labels; repeated --select flags
+// for one question add up. A flag naming a question the ask does not have,
+// a question both skipped and answered, or custom text given twice for one
+// question is BAD_ANSWER naming that question, rather than read one way or
+// the other.
 func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([]hitlv1.AnswerItem, error) {
 	items := map[string]*hitlv1.AnswerItem{}
-	known := map[string]bool{}
-	for _, question := range q.Spec.Questions {
-		known[question.ID] = true
+	asked := map[string]*hitlv1.Question{}
+	for i := range q.Spec.Questions {
+		asked[q.Spec.Questions[i].ID] = &q.Spec.Questions[i]
+	}
+	badAnswer := func(id, format string, args ...any) error {
+		return &validation.Error{Code: hitlv1.CodeBadAnswer, QuestionID: id, Rule: fmt.Sprintf(format, args...)}
 	}
 	item := func(id string) (*hitlv1.AnswerItem, error) {
-		if !known[id] {
-			return nil, fmt.Errorf("%s: question %s: not a question of %s", hitlv1.CodeBadAnswer, id, q.Name)
+		if asked[id] == nil {
+			return nil, badAnswer(id, "not a question of %s", q.Name)
 		}
 		if items[id] == nil {
 			items[id] = &hitlv1.AnswerItem{ID: id}
@@ -148,16 +157,21 @@ func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([
 		return items[id], nil
 	}
 	for _, s := range selects {
-		id, labels, ok := strings.Cut(s, "=")
-		if !ok || labels == "" {
+		id, value, ok := strings.Cut(s, "=")
+		if !ok || value == "" {
 			return nil, fmt.Errorf("--select %q: want id=label[,label]", s)
 		}
 		it, err := item(id)
 		if err != nil {
 			return nil, err
 		}
-		it.Selected = append(it.Selected, strings.Split(labels, ",")...)
+		if hasOption(asked[id], value) {
+			it.Selected = append(it.Selected, value)
+		} else {
+			it.Selected = append(it.Selected, strings.Split(value, ",")...)
+		}
 	}
+	texts := map[string]bool{}
 	for _, s := range customs {
 		id, text, ok := strings.Cut(s, "=")
 		if !ok {
@@ -167,11 +181,19 @@ func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([
 		if err != nil {
 			return nil, err
 		}
+		if texts[id] {
+			return nil, badAnswer(id, "--custom is given more than once")
+		}
+		texts[id] = true
 		it.Custom = text
 	}
 	for _, id := range skips {
-		if _, err := item(id); err != nil {
+		it, err := item(id)
+		if err != nil {
 			return nil, err
+		}
+		if len(it.Selected) > 0 || texts[id] {
+			return nil, badAnswer(id, "--skip contradicts --select or --custom for the same question")
 		}
 	}
 	answers := make([]hitlv1.AnswerItem, 0, len(q.Spec.Questions))
@@ -183,6 +205,16 @@ func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([
 		}
 	}
 	return answers, nil
+}
+
+// hasOption reports whether label is one of q's option labels.
+func hasOption(q *hitlv1.Question, label string) bool {
+	for _, o := range q.Options {
+		if o.Label == label {
+			return true
+		}
+	}
+	return false
 }
 
 type decideOptions struct {
