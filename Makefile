@@ -58,8 +58,11 @@ bench: build envtest-assets ## Measure hitl against the API server's own limit (
 	go run ./test/bench $(if $(QUICK),--quick) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/results.json
 
 .PHONY: fuzz
-fuzz: ## Fuzz the answer-batch validator for a while (FUZZTIME, default 30s).
-	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateAnswers -fuzztime $${FUZZTIME:-30s}
+fuzz: ## Fuzz the answer-batch validator and the CLI's answer parsing, each target in turn for FUZZTIME (default 30s).
+	for t in ./pkg/validation:FuzzValidateAnswers ./pkg/cli:FuzzAnswerFlags ./pkg/cli:FuzzPromptBatch; do \
+		echo "fuzzing $$t for $${FUZZTIME:-30s}"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-30s}; \
+	done
 
 .PHONY: verify
 verify: manifests generate ## Fail when regeneration or go mod tidy changes the tree.
