@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/reference"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,6 +61,30 @@ type EventWriter struct {
 	workers    int
 	queue      chan *eventsv1.Event
 	busy       func() bool
+
+	mu sync.Mutex
+	// pending counts, per regarded object, the events queued and not yet
+	// written (or given up on).
+	pending map[types.UID]int
+}
+
+// Pending reports whether an event about the object with this uid is still
+// waiting to be written. The controller deletes an expired question only
+// once its events are out, so that what users read about it is complete.
+func (w *EventWriter) Pending(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending[uid] > 0
+}
+
+func (w *EventWriter) track(uid types.UID, delta int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.pending[uid] + delta; n > 0 {
+		w.pending[uid] = n
+	} else {
+		delete(w.pending, uid)
+	}
 }
 
 // DeferWhile makes the writer hold events back while busy reports true,
@@ -72,7 +98,7 @@ func (w *EventWriter) DeferWhile(busy func() bool) { w.busy = busy }
 func NewEventWriter(c client.Client, scheme *runtime.Scheme, controller string, workers, queue int) *EventWriter {
 	host, _ := os.Hostname()
 	return &EventWriter{client: c, scheme: scheme, controller: controller, instance: controller + "-" + host,
-		workers: workers, queue: make(chan *eventsv1.Event, queue)}
+		workers: workers, queue: make(chan *eventsv1.Event, queue), pending: map[types.UID]int{}}
 }
 
 var _ events.EventRecorder = (*EventWriter)(nil)
@@ -114,9 +140,11 @@ func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 		Note:                message,
 		Type:                eventtype,
 	}
+	w.track(ref.UID, 1)
 	select {
 	case w.queue <- e:
 	default:
+		w.track(ref.UID, -1)
 		eventsTotal.WithLabelValues("dropped").Inc()
 	}
 }
@@ -164,6 +192,7 @@ func (w *EventWriter) work(ctx context.Context) {
 }
 
 func (w *EventWriter) write(ctx context.Context, e *eventsv1.Event) {
+	defer w.track(e.Regarding.UID, -1)
 	for w.busy != nil && w.busy() && time.Since(e.EventTime.Time) < maxEventDelay && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -52,6 +52,10 @@ const scheduledPriority = 10
 // again; the newer version is usually in the cache by then.
 const conflictRetry = 20 * time.Millisecond
 
+// eventWait is how soon an expired question whose events are still queued
+// is looked at again.
+const eventWait = 100 * time.Millisecond
+
 // UserQuestionReconciler owns the life of UserQuestions.
 type UserQuestionReconciler struct {
 	client.Client
@@ -197,6 +201,10 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now})
 	if d.Expired {
+		if p, ok := r.Recorder.(interface{ Pending(types.UID) bool }); ok && p.Pending(q.UID) {
+			// Its last events are still being written: they go first.
+			return ctrl.Result{RequeueAfter: eventWait}, nil
+		}
 		return ctrl.Result{}, r.expire(ctx, q, replies, leases.Items)
 	}
 	if err := r.apply(ctx, q, replies, d, now); err != nil {

@@ -259,6 +259,82 @@ var _ = Describe("A timed question", func() {
 	})
 })
 
+var _ = Describe("Hardening", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("with ttlSecondsAfterFinished 0 writes the settlement, the reply's outcome and the event before deleting anything", func() {
+		w, err := k8s.(client.WithWatch).Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		rw, err := k8s.(client.WithWatch).Watch(ctx, &hitlv1.QuestionReplyList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer rw.Stop()
+
+		Expect(k8s.Create(ctx, Question("now", ns).Ask("q", "Q?", "yes", "no").TTL(0).Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("now-r", ns, "now").Select("q", "yes").Obj())).To(Succeed())
+
+		var seen []string
+		settledSeen := false
+		Eventually(func() bool {
+			ev := <-w.ResultChan()
+			q := ev.Object.(*hitlv1.UserQuestion)
+			seen = append(seen, string(ev.Type)+"/"+string(q.Status.State))
+			if q.Status.State == hitlv1.StateSettled && ev.Type == watch.Modified {
+				settledSeen = true
+				Expect(q.Status.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "q", Selected: []string{"yes"}}}))
+			}
+			return ev.Type == watch.Deleted
+		}, "10s").Should(BeTrue())
+		Expect(settledSeen).To(BeTrue(), "a watcher saw %v: never Settled before the deletion", seen)
+
+		applied := false
+		Eventually(func() bool {
+			ev := <-rw.ResultChan()
+			if r := ev.Object.(*hitlv1.QuestionReply); r.Status.Outcome == hitlv1.OutcomeApplied {
+				applied = true
+			}
+			return ev.Type == watch.Deleted
+		}, "10s").Should(BeTrue())
+		Expect(applied).To(BeTrue(), "the reply was deleted before its outcome was written")
+		Expect(events(ns, "now", "Settled")()).To(Equal(1), "the Settled event is written before the question is deleted")
+	})
+
+	It("lists 64 of 65 live claims, counts all of them, and keeps writing its status", func() {
+		Expect(k8s.Create(ctx, Question("crowded", ns).Ask("q", "Q?").Timeout(time.Hour).Obj())).To(Succeed())
+		for i := range 65 {
+			Expect(k8s.Create(ctx, claim(ns, fmt.Sprintf("c-%03d", i), "crowded", fmt.Sprintf("person-%d", i), 60))).To(Succeed())
+		}
+		Eventually(func() int32 { return question(ns, "crowded")().Status.ClaimCount }, "10s").Should(BeEquivalentTo(65))
+		q := question(ns, "crowded")()
+		Expect(q.Status.Claims).To(HaveLen(hitlv1.MaxListedClaims))
+		Expect(q.Status.Claims[0].Lease).To(Equal("c-000"))
+
+		By("the question still settles")
+		Expect(k8s.Create(ctx, Reply("through", ns, "crowded").Custom("q", "finally").Obj())).To(Succeed())
+		Eventually(state(ns, "crowded")).Should(Equal(hitlv1.StateSettled))
+	})
+
+	It("measures the window from spec.askedAt, so that it never closes before timeout has passed since the ask", func() {
+		// An ask sent 900ms into a second: creationTimestamp is that
+		// second's start, and a window measured from it would close 900ms early.
+		start := time.Now()
+		for start.Nanosecond() < 850*int(time.Millisecond) || start.Nanosecond() > 950*int(time.Millisecond) {
+			time.Sleep(5 * time.Millisecond)
+			start = time.Now()
+		}
+		q := Question("precise", ns).Ask("q", "Q?").Timeout(2 * time.Second).Obj()
+		q.Spec.AskedAt = &metav1.MicroTime{Time: start}
+		Expect(k8s.Create(ctx, q)).To(Succeed())
+		Eventually(state(ns, "precise"), "5s", "10ms").Should(Equal(hitlv1.StateContinued))
+		Expect(time.Since(start)).To(BeNumerically(">=", 2*time.Second))
+		got := question(ns, "precise")()
+		Expect(got.Status.Deadline.Time).To(BeTemporally("~", start.Add(2*time.Second), time.Microsecond))
+		Expect(got.Status.ContinuedAt.Time).NotTo(BeTemporally("<", got.Status.Deadline.Time))
+		Expect(got.Status.ContinuedAt.Time).NotTo(Equal(got.Status.ContinuedAt.Time.Truncate(time.Second)), "continuedAt keeps sub-second precision")
+	})
+})
+
 var _ = Describe("Racing replies", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/validation"
@@ -89,7 +90,8 @@ func Decide(in Inputs) Decision {
 	if d.st.State.Terminal() {
 		// Claims on a finished question hold nothing, and nobody would
 		// look again to drop them when they expire.
-		d.st.Claims = nil
+		d.live = nil
+		d.listClaims()
 	}
 	d.schedule()
 
@@ -123,9 +125,8 @@ func (d *decider) prepare() {
 	}
 	d.st.QuestionCount = int32(len(q.Spec.Questions))
 	d.st.ObservedGeneration = q.Generation
-	if q.Spec.Timeout != nil && d.st.Deadline == nil {
-		deadline := metav1.NewMicroTime(q.CreationTimestamp.Add(q.Spec.Timeout.Duration))
-		d.st.Deadline = &deadline
+	if deadline, timed := q.Deadline(); timed && d.st.Deadline == nil {
+		d.st.Deadline = ptr.To(metav1.NewMicroTime(deadline))
 	}
 	for _, c := range d.in.Claims {
 		if c.ExpiresAt.After(d.in.Now) {
@@ -133,8 +134,16 @@ func (d *decider) prepare() {
 		}
 	}
 	sort.Slice(d.live, func(i, j int) bool { return d.live[i].Lease < d.live[j].Lease })
+	d.listClaims()
+}
+
+// listClaims writes the live claims into the status: the first
+// MaxListedClaims by Lease name, and how many there are. Listing them all
+// would make every status write fail the schema once there are more.
+func (d *decider) listClaims() {
 	d.st.Claims = nil
-	for _, c := range d.live {
+	d.st.ClaimCount = int32(len(d.live))
+	for _, c := range d.live[:min(len(d.live), hitlv1.MaxListedClaims)] {
 		d.st.Claims = append(d.st.Claims, hitlv1.ClaimHolder{Lease: c.Lease, Holder: c.Holder})
 	}
 }
@@ -179,15 +188,14 @@ func (d *decider) cancel() {
 
 func (d *decider) continueAt(t time.Time) {
 	d.st.State = hitlv1.StateContinued
-	at := metav1.NewTime(t)
-	d.st.ContinuedAt = &at
+	d.st.ContinuedAt = ptr.To(metav1.NewMicroTime(t))
 }
 
 func (d *decider) settle(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
 	d.st.State = hitlv1.StateSettled
 	d.st.Answers = answers
 	d.st.QueuedReply = nil
-	d.st.Settlement = &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewTime(d.in.Now)}
+	d.st.Settlement = &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
 }
 
 // reply gives one reply its outcome, applying it to the question when it is
@@ -240,7 +248,7 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
 			return
 		}
-		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewTime(d.in.Now)}
+		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewMicroTime(d.in.Now)}
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
 	case hitlv1.StateOpen:
 		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
@@ -273,6 +281,11 @@ func (d *decider) outcome(r *hitlv1.QuestionReply, outcome hitlv1.ReplyOutcome, 
 	d.changes = append(d.changes, ReplyChange{Name: r.Name, Outcome: outcome, Reason: reason, Message: message})
 }
 
+// expiryRecheck is how soon a question whose TTL has already passed is
+// looked at again once its settlement is written; the status write's own
+// watch event usually brings it back sooner.
+const expiryRecheck = time.Second
+
 // schedule sets when the question needs another look: at its deadline, when
 // its first live claim expires, or when its TTL after finishing ends.
 func (d *decider) schedule() {
@@ -287,8 +300,19 @@ func (d *decider) schedule() {
 	case d.st.State.Terminal():
 		if ttl := d.in.Question.Spec.TTLSecondsAfterFinished; ttl != nil {
 			expiry := finishedAt(&d.st, now).Add(time.Duration(*ttl) * time.Second)
-			d.expired = !now.Before(expiry)
-			earliest(expiry)
+			if now.Before(expiry) {
+				earliest(expiry)
+				break
+			}
+			// The settlement (the status and every reply's outcome) is
+			// written, and read back, before anything is deleted: a
+			// question that finishes in this decision, or whose replies
+			// still need their outcome, expires on the next look.
+			if d.in.Question.Status.State.Terminal() && len(d.changes) == 0 {
+				d.expired = true
+			} else {
+				d.requeue = expiryRecheck
+			}
 		}
 	default:
 		// Claims are looked at again when they expire, to keep
@@ -300,7 +324,7 @@ func (d *decider) schedule() {
 			earliest(d.st.Deadline.Time)
 		}
 	}
-	if !next.IsZero() {
+	if !next.IsZero() && d.requeue == 0 {
 		d.requeue = next.Sub(now)
 	}
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -50,6 +51,13 @@ func (b *uqBuilder) asks(id string, options ...string) *uqBuilder {
 
 func (b *uqBuilder) timeout(d time.Duration) *uqBuilder {
 	b.q.Spec.Timeout = &metav1.Duration{Duration: d}
+	return b
+}
+
+// askedAt is the precise time the client recorded for the ask.
+func (b *uqBuilder) askedAt(t time.Time) *uqBuilder {
+	at := metav1.NewMicroTime(t)
+	b.q.Spec.AskedAt = &at
 	return b
 }
 
@@ -218,6 +226,7 @@ type decideWant struct {
 	deadline    time.Time
 	continuedAt time.Time
 	claims      []hitlv1.ClaimHolder
+	claimCount  int32
 	answers     []hitlv1.AnswerItem
 	settlement  *hitlv1.Settlement
 	queued      *hitlv1.QueuedReply
@@ -243,10 +252,10 @@ func TestDecide(t *testing.T) {
 	alice := &hitlv1.UserInfo{Username: "alice"}
 	bob := &hitlv1.UserInfo{Username: "bob"}
 	settled := func(reply string, by *hitlv1.UserInfo, late bool, at time.Time) *hitlv1.Settlement {
-		return &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewTime(at)}
+		return &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(at)}
 	}
 	queued := func(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, at time.Time) *hitlv1.QueuedReply {
-		return &hitlv1.QueuedReply{Name: reply, Answers: answers, AnsweredBy: by, QueuedAt: metav1.NewTime(at)}
+		return &hitlv1.QueuedReply{Name: reply, Answers: answers, AnsweredBy: by, QueuedAt: metav1.NewMicroTime(at)}
 	}
 	applied := func(reply string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeApplied, says: []string{"question " + askName}}
@@ -303,6 +312,31 @@ func TestDecide(t *testing.T) {
 			name: "a new timed question is open and looked at again exactly at its deadline",
 			in:   given(timed()).at(secs(1.25)),
 			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), requeue: 1750 * time.Millisecond},
+		},
+		{
+			name: "the window runs from the client's precise asked-at time when it lies in the creation second",
+			in:   given(timed().askedAt(secs(0.75))).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3.75), requeue: 2750 * time.Millisecond},
+		},
+		{
+			name: "an asked-at time at the creation second's start is accepted",
+			in:   given(timed().askedAt(secs(0))).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), requeue: 2 * s},
+		},
+		{
+			name: "an asked-at time a second or more after creation cannot be true: the window runs from creation",
+			in:   given(timed().askedAt(secs(1))).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), requeue: 2 * s},
+		},
+		{
+			name: "an asked-at time before creation cannot be true either: the window runs from creation",
+			in:   given(timed().askedAt(secs(-0.5))).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), requeue: 2 * s},
+		},
+		{
+			name: "a question asked at 0.75s with a 3s window is still open at 3.5s and continues at 3.75s",
+			in:   given(timed().askedAt(secs(0.75))).at(secs(1)).reconciled().at(secs(3.75)),
+			want: decideWant{state: hitlv1.StateContinued, transition: hitlv1.StateContinued, deadline: secs(3.75), continuedAt: secs(3.75)},
 		},
 		{
 			name: "a timeout in milliseconds gives a deadline in milliseconds",
@@ -606,6 +640,13 @@ func TestDecide(t *testing.T) {
 				claims: []hitlv1.ClaimHolder{holder("amy"), holder("zed")}, requeue: 4 * s},
 		},
 		{
+			// 64 is the schema's bound on status.claims: listing a 65th
+			// made every status write fail, wedging the question.
+			name: "more live claims than status.claims may list: the first 64 by lease are listed, and all are counted",
+			in:   given(timed()).claimed(manyClaims(65, secs(20))...).at(secs(5)),
+			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), claims: manyHolders(64), claimCount: 65, requeue: 15 * s},
+		},
+		{
 			name: "before the deadline a claimed question is looked at again at its deadline when the claim outlives it",
 			in:   given(timed()).claimed(claim("amy", secs(10))).at(secs(1)),
 			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), claims: []hitlv1.ClaimHolder{holder("amy")}, requeue: 2 * s},
@@ -714,11 +755,29 @@ func TestDecide(t *testing.T) {
 				expired: true, unchanged: true},
 		},
 		{
-			name: "a TTL of zero expires a question as it settles",
+			name: "a TTL of zero does not expire a question in the decision that settles it: the settlement is written first",
 			in:   given(aQuestion().ttl(0), aReply("r1").created(secs(2)).selects("color", "red")).at(secs(2)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
 				answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{applied("r1")}, expired: true},
+				changes: []replyWant{applied("r1")}, requeue: expiryRecheck},
+		},
+		{
+			name: "a TTL of zero expires a settled question on the next look",
+			in:   settledByR1(aQuestion().ttl(0)).at(secs(2)),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				expired: true, unchanged: true},
+		},
+		{
+			name: "a question past its TTL whose settling reply lacks its outcome (a crash) gets the outcome before it expires",
+			in: given(aQuestion().ttl(0), aReply("r1").created(secs(2)).selects("color", "red")).at(secs(2)).
+				crashedAfterQuestionWrite().at(secs(3)),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{applied("r1")}, requeue: expiryRecheck, unchanged: true},
+		},
+		{
+			name: "a TTL of zero does not expire a question in the decision that cancels it",
+			in:   given(aQuestion().ttl(0)).at(secs(1)).reconciled().agentCancels().at(secs(5)),
+			want: decideWant{state: hitlv1.StateCancelled, transition: hitlv1.StateCancelled, requeue: expiryRecheck},
 		},
 		{
 			name: "a question cancelled with a TTL is looked at again when the TTL ends",
@@ -814,6 +873,13 @@ func (w decideWant) check(t *testing.T, in Inputs, got Decision) {
 	if !equality.Semantic.DeepEqual(st.Claims, w.claims) {
 		t.Errorf("claims = %s, want %s", dump(st.Claims), dump(w.claims))
 	}
+	wantCount := w.claimCount
+	if wantCount == 0 {
+		wantCount = int32(len(w.claims))
+	}
+	if st.ClaimCount != wantCount {
+		t.Errorf("claimCount = %d, want %d", st.ClaimCount, wantCount)
+	}
 	if !equality.Semantic.DeepEqual(st.Answers, w.answers) {
 		t.Errorf("answers = %s, want %s", dump(st.Answers), dump(w.answers))
 	}
@@ -892,6 +958,27 @@ func checkQuestionConditions(t *testing.T, st hitlv1.UserQuestionStatus, generat
 	if strings.Join(got, " ") != want {
 		t.Errorf("conditions = %q, want %q", strings.Join(got, " "), want)
 	}
+}
+
+// manyClaims is n live claims, lease-000 to lease-<n-1>, given in reverse
+// order, all expiring at expires.
+func manyClaims(n int, expires time.Time) []Claim {
+	var cs []Claim
+	for i := n - 1; i >= 0; i-- {
+		lease := fmt.Sprintf("lease-%03d", i)
+		cs = append(cs, Claim{Lease: lease, Holder: "inbox/" + lease, ExpiresAt: expires})
+	}
+	return cs
+}
+
+// manyHolders is what status.claims lists of the first n of manyClaims.
+func manyHolders(n int) []hitlv1.ClaimHolder {
+	var hs []hitlv1.ClaimHolder
+	for i := range n {
+		lease := fmt.Sprintf("lease-%03d", i)
+		hs = append(hs, hitlv1.ClaimHolder{Lease: lease, Holder: "inbox/" + lease})
+	}
+	return hs
 }
 
 func dump(v any) string {

@@ -13,7 +13,9 @@ etcd_version=${ETCD_VERSION:-v3.6.16}
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 stamp="$dest/.versions"
-want="kube-apiserver=$k8s_version etcd=$etcd_version"
+# "stamped" marks a kube-apiserver built with its version in its ldflags;
+# earlier builds reported v0.0.0-master and are rebuilt.
+want="kube-apiserver=$k8s_version etcd=$etcd_version stamped"
 
 if [[ -x $dest/kube-apiserver && -x $dest/etcd && -f $stamp && $(cat "$stamp") == "$want" ]]; then
   exit 0
@@ -36,6 +38,20 @@ try_download() {
   fi
   rm -rf "$tmp"
   return 1
+}
+
+# The version kube-apiserver reports (`kubectl version`, /version): what the
+# Kubernetes release build stamps, so clients that gate on the server version
+# (Helm's kubeVersion, feature checks) see the real one, not v0.0.0-master.
+version_ldflags() {
+  local v=${k8s_version#v} major minor pkg flags=""
+  major=${v%%.*}
+  minor=${v#*.}; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
 }
 
 build_apiserver() {
@@ -61,7 +77,7 @@ package tools
 import _ "k8s.io/kubernetes/cmd/kube-apiserver"
 GO
     GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version" >/dev/null
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$dest/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="-s $(version_ldflags)" -o "$dest/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   )
   rm -rf "$work"
 }

@@ -157,7 +157,7 @@ var _ = Describe("UserQuestion", func() {
 
 		It("lets admittedReply be set once, to the queued reply", func() {
 			q.Status.State = hitlv1.StateContinued
-			q.Status.QueuedReply = &hitlv1.QueuedReply{Name: "late", QueuedAt: metav1.Now(),
+			q.Status.QueuedReply = &hitlv1.QueuedReply{Name: "late", QueuedAt: metav1.NowMicro(),
 				Answers: []hitlv1.AnswerItem{{ID: "q", Selected: []string{"a"}}}}
 			Expect(k8s.Status().Update(ctx, q)).To(Succeed())
 

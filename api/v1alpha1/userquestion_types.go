@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -213,7 +215,7 @@ type Question struct {
 // +kubebuilder:validation:XValidation:rule="has(self.questions) && size(self.questions) > 0",message="EMPTY_QUESTIONS: spec.questions must hold at least one question",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="!has(self.origin) || self.origin != 'Subagent'",message="DELEGATED_CALLER: a subagent (spec.origin Subagent) may not ask a person directly",fieldPath=".origin"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || !self.questions.exists(q, has(q.intent) && q.intent.type == 'Approval') || (size(self.questions) == 1 && !has(self.timeout))",message="BAD_INTENT: an Approval ask has exactly one question and no spec.timeout",fieldPath=".questions"
-// +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished)",message="spec.timeout, spec.callID and spec.ttlSecondsAfterFinished are immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.askedAt) == has(oldSelf.askedAt)",message="spec.timeout, spec.callID, spec.askedAt and spec.ttlSecondsAfterFinished are immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancelled) || !oldSelf.cancelled || (has(self.cancelled) && self.cancelled)",message="spec.cancelled may only go from false to true",fieldPath=".cancelled"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.admittedReply) || (has(self.admittedReply) && self.admittedReply == oldSelf.admittedReply)",message="spec.admittedReply may be set once and never changed",fieldPath=".admittedReply"
 type UserQuestionSpec struct {
@@ -259,6 +261,17 @@ type UserQuestionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]{1,5})?h)?([0-9]+([.][0-9]{1,4})?m)?([0-9]+([.][0-9]{1,3})?s)?([0-9]+ms)?$') && size(self) > 0 && duration(self) > duration('0s')",message="BAD_TIMEOUT: spec.timeout must be a positive duration of whole milliseconds, like 90s, 1m30s or 250ms"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.timeout is immutable"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// askedAt is when the agent sent the ask, to the microsecond, as its
+	// client recorded it. creationTimestamp has whole seconds only, so a
+	// window measured from it could close up to a second early; the
+	// controller measures the window from askedAt instead when askedAt lies
+	// within [creationTimestamp, creationTimestamp + 1s), and from
+	// creationTimestamp otherwise. The SDKs and kubectl hitl set it; the
+	// admission webhook stamps the time it saw the request when it is absent.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.askedAt is immutable"
+	AskedAt *metav1.MicroTime `json:"askedAt,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the question this many seconds after it
 	// became Settled or Cancelled; the replies and claims it owns go with it.
@@ -330,9 +343,9 @@ type QueuedReply struct {
 	// +optional
 	AnsweredBy *UserInfo `json:"answeredBy,omitempty"`
 
-	// queuedAt is when the controller queued the reply.
+	// queuedAt is when the controller queued the reply, to the microsecond.
 	// +required
-	QueuedAt metav1.Time `json:"queuedAt"`
+	QueuedAt metav1.MicroTime `json:"queuedAt"`
 }
 
 // Settlement records how a question was settled.
@@ -351,9 +364,10 @@ type Settlement struct {
 	// +optional
 	Late bool `json:"late,omitempty"`
 
-	// at is when the question was settled.
+	// at is when the question was settled, to the microsecond, so that
+	// settlement order is exact.
 	// +required
-	At metav1.Time `json:"at"`
+	At metav1.MicroTime `json:"at"`
 }
 
 // UserQuestionStatus is what the controller observed and decided.
@@ -367,20 +381,28 @@ type UserQuestionStatus struct {
 	QuestionCount int32 `json:"questionCount,omitempty"`
 
 	// deadline is the end of the foreground window of a timed question:
-	// creationTimestamp + spec.timeout, computed once.
+	// spec.askedAt (or creationTimestamp, see spec.askedAt) + spec.timeout,
+	// computed once and never moved.
 	// +optional
 	Deadline *metav1.MicroTime `json:"deadline,omitempty"`
 
-	// continuedAt is when the window closed unanswered.
+	// continuedAt is when the window closed unanswered, to the microsecond.
 	// +optional
-	ContinuedAt *metav1.Time `json:"continuedAt,omitempty"`
+	ContinuedAt *metav1.MicroTime `json:"continuedAt,omitempty"`
 
-	// claims lists the live claims on the question.
+	// claims lists the live claims on the question, the first 64 by Lease
+	// name; claimCount says how many there are in all.
 	// +optional
 	// +listType=map
 	// +listMapKey=lease
 	// +kubebuilder:validation:MaxItems=64
 	Claims []ClaimHolder `json:"claims,omitempty"`
+
+	// claimCount is the number of live claims, which may be more than
+	// claims lists.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ClaimCount int32 `json:"claimCount,omitempty"`
 
 	// queuedReply is the late reply waiting for admission, if any.
 	// +optional
@@ -422,7 +444,7 @@ type UserQuestionStatus struct {
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agent`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Questions",type=integer,JSONPath=`.status.questionCount`
-// +kubebuilder:printcolumn:name="Deadline",type=date,JSONPath=`.status.deadline`
+// +kubebuilder:printcolumn:name="Deadline",type=string,JSONPath=`.status.deadline`
 // +kubebuilder:printcolumn:name="Answered By",type=string,JSONPath=`.status.settlement.answeredBy.username`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.admittedReply) || (has(oldSelf.spec.admittedReply) && oldSelf.spec.admittedReply == self.spec.admittedReply) || (has(self.status) && has(self.status.queuedReply) && self.status.queuedReply.name == self.spec.admittedReply)",message="spec.admittedReply must name the reply queued in status.queuedReply.name"
@@ -446,6 +468,34 @@ func (q *UserQuestion) CallID() string {
 		return q.Spec.CallID
 	}
 	return q.Name
+}
+
+// MaxListedClaims is how many live claims status.claims lists at most.
+const MaxListedClaims = 64
+
+// WindowStart is the instant a timed question's window is measured from:
+// spec.askedAt when it lies within [creationTimestamp, creationTimestamp +
+// 1s), the only second in which the API server can have received the ask,
+// and creationTimestamp otherwise.
+func (q *UserQuestion) WindowStart() time.Time {
+	created := q.CreationTimestamp.Time
+	if a := q.Spec.AskedAt; a != nil && !a.Time.Before(created) && a.Time.Before(created.Add(time.Second)) {
+		return a.Time
+	}
+	return created
+}
+
+// Deadline is the end of a timed question's foreground window: status.deadline
+// once the controller has written it, otherwise WindowStart() + spec.timeout.
+// ok is false for a blocking question.
+func (q *UserQuestion) Deadline() (deadline time.Time, ok bool) {
+	if q.Status.Deadline != nil {
+		return q.Status.Deadline.Time, true
+	}
+	if q.Spec.Timeout == nil {
+		return time.Time{}, false
+	}
+	return q.WindowStart().Add(q.Spec.Timeout.Duration), true
 }
 
 // UserQuestionList is a list of UserQuestions.

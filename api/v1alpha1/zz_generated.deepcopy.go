@@ -494,6 +494,10 @@ func (in *UserQuestionSpec) DeepCopyInto(out *UserQuestionSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.AskedAt != nil {
+		in, out := &in.AskedAt, &out.AskedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.TTLSecondsAfterFinished != nil {
 		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
 		*out = new(int32)

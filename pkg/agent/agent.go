@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -82,6 +83,9 @@ func (a *Agent) Create(ctx context.Context, req Request, timeout *time.Duration)
 	if err := validation.ValidateAsk(&q.Spec, 0); err != nil {
 		return nil, err
 	}
+	// The window is measured from the moment the ask is sent, to the
+	// microsecond: creationTimestamp alone has whole seconds.
+	q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(time.Now()))
 	if err := a.c.Create(ctx, q); err != nil {
 		return nil, apiError(err, "creating a question as agent %s in %s", a.name, a.namespace)
 	}

@@ -186,6 +186,26 @@ var _ = Describe("Asking", func() {
 		Expect(got.err).To(MatchError(ContainSubstring("question theirs was cancelled")))
 	})
 
+	It("returns the answer of a question that ttlSecondsAfterFinished 0 deletes as soon as it settles", func() {
+		Expect(admin.Create(ctx, Question("fleeting", ns).Agent("bot").Ask("env", "Where?", "staging", "prod").TTL(0).Obj())).To(Succeed())
+		type waited struct {
+			q   *hitlv1.UserQuestion
+			err error
+		}
+		got := make(chan waited, 1)
+		go func() {
+			q, err := bot.Wait(ctx, "fleeting", func(q *hitlv1.UserQuestion) bool { return q.Status.State == hitlv1.StateSettled })
+			got <- waited{q, err}
+		}()
+		Eventually(state(ns, "fleeting")).Should(Equal(hitlv1.StateOpen))
+		answer(ns, "fleeting", "fleeting-r", "prod")
+		var w waited
+		Eventually(got, "10s").Should(Receive(&w))
+		Expect(w.err).NotTo(HaveOccurred())
+		Expect(w.q.Status.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}))
+		Eventually(exists(ns, "fleeting"), "10s").ShouldNot(Succeed(), "the TTL deletes it")
+	})
+
 	It("returns NOT_ANSWERABLE when the question is deleted while it waits", func() {
 		done := async(func() (agent.Result, error) { return bot.Ask(ctx, agent.Request{Name: "deleted", Questions: where()}) })
 		Eventually(exists(ns, "deleted")).Should(Succeed())

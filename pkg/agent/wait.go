@@ -15,7 +15,9 @@ var questionsResource = hitlv1.GroupVersion.WithResource("userquestions").GroupR
 
 // Wait watches the agent's question named question until done(q) is true,
 // and returns that q. A question that does not exist, is not the agent's,
-// or is deleted while Wait watches gives a NOT_ANSWERABLE error (which
+// or is deleted while Wait watches without having been done (a question
+// deleted by its TTL right after it settled is done: the deletion carries
+// its final status) gives a NOT_ANSWERABLE error (which
 // apierrors.IsNotFound also recognises); ctx ending gives an error wrapping
 // ctx.Err().
 func (a *Agent) Wait(ctx context.Context, question string, done func(*hitlv1.UserQuestion) bool) (*hitlv1.UserQuestion, error) {
@@ -37,6 +39,9 @@ func (a *Agent) Wait(ctx context.Context, question string, done func(*hitlv1.Use
 		},
 		changed: func(ev watch.EventType, q *hitlv1.UserQuestion) (bool, error) {
 			if ev == watch.Deleted {
+				if check(q) {
+					return true, nil
+				}
 				return true, a.missing(question)
 			}
 			return check(q), nil

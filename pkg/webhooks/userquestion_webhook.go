@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +33,8 @@ type QuestionWebhook struct {
 	Reader client.Reader
 	// MaxTimeout is the largest spec.timeout accepted.
 	MaxTimeout time.Duration
+	// Clock stamps spec.askedAt; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // SetupWithManager registers the defaulting and validating webhooks.
@@ -39,16 +45,29 @@ func (w *QuestionWebhook) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &hitlv1.UserQuestion{}).WithDefaulter(w).WithValidator(w).Complete()
 }
 
-// Default sets the hitl.dev/agent label from spec.agent when it is missing.
-// A conflicting label is left for the validator to refuse.
-func (w *QuestionWebhook) Default(_ context.Context, q *hitlv1.UserQuestion) error {
+// Default sets the hitl.dev/agent label from spec.agent when it is missing
+// (a conflicting label is left for the validator to refuse), and, on
+// creation, stamps spec.askedAt with the time it saw the request when the
+// client did not record one: a window measured from the whole-second
+// creationTimestamp alone could close up to a second early.
+func (w *QuestionWebhook) Default(ctx context.Context, q *hitlv1.UserQuestion) error {
 	if _, set := q.Labels[hitlv1.AgentLabel]; !set && q.Spec.Agent != "" {
 		if q.Labels == nil {
 			q.Labels = map[string]string{}
 		}
 		q.Labels[hitlv1.AgentLabel] = q.Spec.Agent
 	}
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create && q.Spec.AskedAt == nil {
+		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(w.now()))
+	}
 	return nil
+}
+
+func (w *QuestionWebhook) now() time.Time {
+	if w.Clock == nil {
+		return time.Now()
+	}
+	return w.Clock.Now()
 }
 
 // ValidateCreate checks the ask and that its creator may ask as spec.agent.
@@ -79,16 +98,16 @@ func checkAgentLabel(q *hitlv1.UserQuestion) error {
 	return nil
 }
 
-// mayAsk allows a ServiceAccount to ask as the agent its hitl.dev/agent
-// annotation names, or, without one, as its own name; everyone else (and a
-// ServiceAccount asking as another agent) needs RBAC verb "ask" on
-// agents/<agent>.
+// mayAsk allows a ServiceAccount of the question's own namespace to ask as
+// the agent its hitl.dev/agent annotation names, or, without one, as its own
+// name; everyone else (a ServiceAccount of another namespace, or asking as
+// another agent) needs RBAC verb "ask" on agents/<agent>.
 func (w *QuestionWebhook) mayAsk(ctx context.Context, namespace, agent string) error {
 	user, err := requestUser(ctx)
 	if err != nil {
 		return err
 	}
-	if saNamespace, saName, ok := serviceAccount(user.Username); ok {
+	if saNamespace, saName, ok := serviceAccount(user.Username); ok && saNamespace == namespace {
 		var sa corev1.ServiceAccount
 		err := w.Reader.Get(ctx, types.NamespacedName{Namespace: saNamespace, Name: saName}, &sa)
 		switch {
@@ -109,8 +128,8 @@ func (w *QuestionWebhook) mayAsk(ctx context.Context, namespace, agent string) e
 		return err
 	}
 	if !allowed {
-		return denial(hitlv1.CodeAgentMismatch, "user %q may not ask as agent %q (spec.agent): a ServiceAccount asks as its %s annotation or its own name; others need RBAC verb %q on %s.%s/%s",
-			user.Username, agent, hitlv1.AgentAnnotation, VerbAsk, AgentsResource, hitlv1.GroupVersion.Group, agent)
+		return denial(hitlv1.CodeAgentMismatch, "user %q may not ask as agent %q (spec.agent) in namespace %s: a ServiceAccount of the question's namespace asks as its %s annotation or its own name; others need RBAC verb %q on %s.%s/%s",
+			user.Username, agent, namespace, hitlv1.AgentAnnotation, VerbAsk, AgentsResource, hitlv1.GroupVersion.Group, agent)
 	}
 	return nil
 }

@@ -109,6 +109,34 @@ var _ = Describe("Asking", func() {
 		deniedWith(err, hitlv1.CodeAgentMismatch, `"runner"`)
 	})
 
+	It("refuses a ServiceAccount of another namespace asking as its own name with AGENT_MISMATCH", func() {
+		// agent-a of namespace other may create questions in ns, but it is
+		// not ns's agent-a: without the ask grant it may not ask as it.
+		other := newNamespace()
+		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent-a", Namespace: other}})).To(Succeed())
+		grant(ns, "foreign-creates", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "agent-a", Namespace: other}, createQuestions)
+		err := asServiceAccount(other, "agent-a").Create(ctx, Question("spoofed", ns).Agent("agent-a").Ask("q", "Q?").Obj())
+		deniedWith(err, hitlv1.CodeAgentMismatch, `may not ask as agent "agent-a" (spec.agent) in namespace `+ns)
+
+		grant(ns, "foreign-asks", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "agent-a", Namespace: other}, agentVerb("ask", "agent-a"))
+		Expect(asServiceAccount(other, "agent-a").Create(ctx, Question("granted", ns).Agent("agent-a").Ask("q", "Q?").Obj())).To(Succeed())
+	})
+
+	It("stamps spec.askedAt on creation when the client did not, and keeps the client's", func() {
+		before := time.Now()
+		q := Question("stamped", ns).Agent("bot").Ask("q", "Q?").Timeout(time.Minute).Obj()
+		Expect(asServiceAccount(ns, "bot").Create(ctx, q)).To(Succeed())
+		Expect(q.Spec.AskedAt).NotTo(BeNil())
+		Expect(q.Spec.AskedAt.Time).To(BeTemporally(">=", before.Truncate(time.Microsecond)))
+		Expect(q.Spec.AskedAt.Time).To(BeTemporally("<=", time.Now()))
+
+		mine := metav1.NewMicroTime(time.Now().Add(-time.Minute).Truncate(time.Microsecond))
+		q = Question("client-stamped", ns).Agent("bot").Ask("q", "Q?").Obj()
+		q.Spec.AskedAt = &mine
+		Expect(asServiceAccount(ns, "bot").Create(ctx, q)).To(Succeed())
+		Expect(q.Spec.AskedAt.Time.Equal(mine.Time)).To(BeTrue(), "got %s", q.Spec.AskedAt)
+	})
+
 	It("lets a user ask as an agent only with the ask grant", func() {
 		grant(ns, "carol-creates", user("carol"), createQuestions)
 		grant(ns, "dave-asks", user("dave"), createQuestions, agentVerb("ask", "release-bot"))

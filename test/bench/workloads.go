@@ -263,7 +263,7 @@ func (b *bench) baseline(ctx context.Context) error {
 				return err
 			}
 			q.Status.State, q.Status.Answers = hitlv1.StateSettled, r.Spec.Answers
-			q.Status.Settlement = &hitlv1.Settlement{Reply: r.Name, At: metav1.Now()}
+			q.Status.Settlement = &hitlv1.Settlement{Reply: r.Name, At: metav1.NowMicro()}
 			if err := b.c.Status().Update(ctx, q); err != nil {
 				return err
 			}
