@@ -264,10 +264,12 @@ var _ = Describe("Hardening", func() {
 	BeforeEach(func() { ns = newNamespace() })
 
 	It("with ttlSecondsAfterFinished 0 writes the settlement, the reply's outcome and the event before deleting anything", func() {
-		w, err := k8s.(client.WithWatch).Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(ns))
+		watcher, err := client.NewWithWatch(cfg, client.Options{Scheme: k8s.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		w, err := watcher.Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(ns))
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
-		rw, err := k8s.(client.WithWatch).Watch(ctx, &hitlv1.QuestionReplyList{}, client.InNamespace(ns))
+		rw, err := watcher.Watch(ctx, &hitlv1.QuestionReplyList{}, client.InNamespace(ns))
 		Expect(err).NotTo(HaveOccurred())
 		defer rw.Stop()
 

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -143,10 +144,23 @@ var _ = Describe("UserQuestion", func() {
 			Entry("questions", func(q *hitlv1.UserQuestion) { q.Spec.Questions[0].Question = "Changed?" }, "spec.questions is immutable"),
 			Entry("timeout", func(q *hitlv1.UserQuestion) { q.Spec.Timeout.Duration = time.Hour }, "spec.timeout is immutable"),
 			Entry("timeout removed", func(q *hitlv1.UserQuestion) { q.Spec.Timeout = nil }, "are immutable"),
+			Entry("askedAt added", func(q *hitlv1.UserQuestion) { q.Spec.AskedAt = ptr.To(metav1.NowMicro()) }, "are immutable"),
 			Entry("admittedReply naming no queued reply", func(q *hitlv1.UserQuestion) { q.Spec.AdmittedReply = "r" }, "must name the reply queued"),
 		)
 
-		It("lets cancelled go from false to true, never back", func() {
+		It("keeps spec.askedAt as the client wrote it, to the microsecond, and immutable", func() {
+		at := metav1.NewMicroTime(time.Date(2031, 1, 2, 3, 4, 5, 678901000, time.UTC))
+		q := Question("precise", ns).Ask("q", "Q?").Timeout(time.Minute).Obj()
+		q.Spec.AskedAt = &at
+		Expect(k8s.Create(ctx, q)).To(Succeed())
+		Expect(q.Spec.AskedAt.Time.Equal(at.Time)).To(BeTrue(), "got %s", q.Spec.AskedAt)
+		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(at.Add(time.Second)))
+		err := k8s.Update(ctx, q)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.askedAt is immutable"))
+	})
+
+	It("lets cancelled go from false to true, never back", func() {
 			q.Spec.Cancelled = true
 			Expect(k8s.Update(ctx, q)).To(Succeed())
 			q.Spec.Cancelled = false

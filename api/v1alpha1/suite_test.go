@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -21,6 +22,7 @@ func TestCRDs(t *testing.T) {
 
 var (
 	env *envtest.Environment
+	cfg *rest.Config
 	k8s client.Client
 	ctx = context.Background()
 )
@@ -28,7 +30,7 @@ var (
 var _ = BeforeSuite(func() {
 	env = testenv.New()
 	var err error
-	_, k8s, err = testenv.Start(env)
+	cfg, k8s, err = testenv.Start(env)
 	Expect(err).NotTo(HaveOccurred())
 })
 
