@@ -149,18 +149,18 @@ var _ = Describe("UserQuestion", func() {
 		)
 
 		It("keeps spec.askedAt as the client wrote it, to the microsecond, and immutable", func() {
-		at := metav1.NewMicroTime(time.Date(2031, 1, 2, 3, 4, 5, 678901000, time.UTC))
-		q := Question("precise", ns).Ask("q", "Q?").Timeout(time.Minute).Obj()
-		q.Spec.AskedAt = &at
-		Expect(k8s.Create(ctx, q)).To(Succeed())
-		Expect(q.Spec.AskedAt.Time.Equal(at.Time)).To(BeTrue(), "got %s", q.Spec.AskedAt)
-		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(at.Add(time.Second)))
-		err := k8s.Update(ctx, q)
-		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
-		Expect(err.Error()).To(ContainSubstring("spec.askedAt is immutable"))
-	})
+			at := metav1.NewMicroTime(time.Date(2031, 1, 2, 3, 4, 5, 678901000, time.UTC))
+			q := Question("precise", ns).Ask("q", "Q?").Timeout(time.Minute).Obj()
+			q.Spec.AskedAt = &at
+			Expect(k8s.Create(ctx, q)).To(Succeed())
+			Expect(q.Spec.AskedAt.Time.Equal(at.Time)).To(BeTrue(), "got %s", q.Spec.AskedAt)
+			q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(at.Add(time.Second)))
+			err := k8s.Update(ctx, q)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+			Expect(err.Error()).To(ContainSubstring("spec.askedAt is immutable"))
+		})
 
-	It("lets cancelled go from false to true, never back", func() {
+		It("lets cancelled go from false to true, never back", func() {
 			q.Spec.Cancelled = true
 			Expect(k8s.Update(ctx, q)).To(Succeed())
 			q.Spec.Cancelled = false
