@@ -19,6 +19,10 @@ import (
 
 // Exit codes of the plugin beyond 0 (success) and 1 (error).
 const (
+	// ExitAborted: `ask` was interrupted (SIGINT, SIGTERM) and cancelled
+	// its question. It is 1, as the help has always said; the message
+	// starts with ASK_ABORTED.
+	ExitAborted = 1
 	// ExitPending: `ask` or `wait` ended with the question Continued (pending).
 	ExitPending = 3
 	// ExitCancelled: the question was cancelled.

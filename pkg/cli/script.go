@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/agent"
 	"github.com/hitl-dev/hitl/pkg/answerer"
+	"github.com/hitl-dev/hitl/pkg/validation"
 )
 
 // result is what `ask`, `wait` and `admit` print for a script to read.
@@ -64,7 +66,9 @@ func newAskCommand(c *common) *cobra.Command {
 		Long: `Create a UserQuestion from FILE (a UserQuestion manifest, or a document with
 "questions:") and wait. Prints the result as JSON: {"answers": [...]} when it
 settles (exit 0), {"pending": true, "callID": ...} when the window closes
-unanswered (exit 3). Ctrl-C cancels the question (exit 1, ASK_ABORTED).`,
+unanswered (exit 3), and exits 4 when the agent's question is cancelled
+elsewhere. Ctrl-C (SIGINT) or SIGTERM cancels the question (spec.cancelled)
+and exits 1 with an ASK_ABORTED message.`,
 		Example: `  kubectl hitl ask -f question.yaml --agent deploy-bot --timeout 2m
   answers=$(kubectl hitl ask -f q.yaml) || [ $? -eq 3 ] && echo pending`,
 		Args: cobra.NoArgs,
@@ -110,20 +114,40 @@ func (o *askOptions) Run(ctx context.Context) error {
 	a := agent.New(o.client, o.namespace, spec.Agent)
 	q, err := a.Create(ctx, agent.Request{Name: name, CallID: spec.CallID, Questions: spec.Questions}, timeout)
 	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.streams.ErrOut, "asked %s/%s as agent %s; waiting for the answer\n", q.Namespace, q.Name, spec.Agent)
-	q, err = a.Wait(ctx, q.Name, decided)
-	if err != nil {
 		if ctx.Err() != nil {
-			cancelCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = a.Cancel(cancelCtx, q.Name)
-			return fmt.Errorf("%s: the ask was interrupted; question %s is cancelled", hitlv1.CodeAskAborted, q.Name)
+			// Interrupted while asking: a named question may exist all the same.
+			return aborted(ctx, a, name)
 		}
 		return err
 	}
-	return o.printResult(q)
+	fmt.Fprintf(o.streams.ErrOut, "asked %s/%s as agent %s; waiting for the answer\n", q.Namespace, q.Name, spec.Agent)
+	decidedQ, err := a.Wait(ctx, q.Name, decided)
+	if err != nil {
+		if ctx.Err() != nil {
+			return aborted(ctx, a, q.Name)
+		}
+		return err
+	}
+	return o.printResult(decidedQ)
+}
+
+// aborted cancels the question of an interrupted ask (SIGINT, SIGTERM end
+// ctx), as pkg/agent's Ask does when its context ends, on a fresh context,
+// and returns the ASK_ABORTED exit. name may be empty (the question was
+// not created) or name a question that does not exist.
+func aborted(ctx context.Context, a *agent.Agent, name string) error {
+	if name == "" {
+		return &ExitError{Code: ExitAborted, Err: fmt.Errorf("%s: the ask was interrupted while its question was being created", hitlv1.CodeAskAborted)}
+	}
+	cancelCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.Cancel(cancelCtx, name); err != nil {
+		if validation.IsCode(err, hitlv1.CodeNotAnswerable) || apierrors.IsNotFound(err) {
+			return &ExitError{Code: ExitAborted, Err: fmt.Errorf("%s: the ask was interrupted before question %s was created", hitlv1.CodeAskAborted, name)}
+		}
+		return &ExitError{Code: ExitAborted, Err: fmt.Errorf("%s: the ask was interrupted, and cancelling question %s failed: %w", hitlv1.CodeAskAborted, name, err)}
+	}
+	return &ExitError{Code: ExitAborted, Err: fmt.Errorf("%s: the ask was interrupted; question %s is cancelled", hitlv1.CodeAskAborted, name)}
 }
 
 func (o *askOptions) read() (hitlv1.UserQuestionSpec, string, error) {
