@@ -9,6 +9,12 @@ LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 ENVTEST_DIR ?= $(LOCALBIN)/k8s
 
+# The go commands of this Makefile build with at least the Go release named by
+# go.mod's toolchain line (one with the security fixes), which the go command
+# fetches from the module proxy when the installed Go is older, even where
+# `go env` says GOTOOLCHAIN=local. Set GOTOOLCHAIN to override.
+export GOTOOLCHAIN ?= auto
+
 # Tests find kube-apiserver and etcd here.
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
