@@ -4,9 +4,15 @@
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 K8S_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.6.16
+GOVULNCHECK_VERSION ?= v1.9.0
+# The Go vulnerability database, as a version of the golang.org/x/vulndb module
+# (`go list -m golang.org/x/vulndb@latest` names the newest).
+VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
+VULNDB_DIR ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 ENVTEST_DIR ?= $(LOCALBIN)/k8s
 
 # The go commands of this Makefile build with at least the Go release named by
@@ -77,6 +83,10 @@ verify: manifests generate ## Fail when regeneration or go mod tidy changes the 
 		echo "verify: generated files or go.mod are out of date:"; git status --porcelain -- api config go.mod go.sum; \
 		git --no-pager diff -- api config go.mod go.sum | head -50; exit 1; fi
 
+.PHONY: vulncheck
+vulncheck: govulncheck vulndb ## Report the known vulnerabilities the code reaches, offline, from the pinned database.
+	$(GOVULNCHECK) -db file://$(VULNDB_DIR) ./...
+
 ##@ Build
 
 .PHONY: build
@@ -97,6 +107,22 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: govulncheck
+govulncheck: $(GOVULNCHECK) ## Install govulncheck into bin/.
+$(GOVULNCHECK):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	mv $(LOCALBIN)/govulncheck $(GOVULNCHECK)
+
+.PHONY: vulndb
+vulndb: $(VULNDB_DIR)/index/db.json ## Build the vulnerability database of golang.org/x/vulndb into bin/ (no network at check time).
+$(VULNDB_DIR)/index/db.json:
+	@mkdir -p $(LOCALBIN)
+	rm -rf $(VULNDB_DIR) $(VULNDB_DIR).tmp
+	osv="$$(go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/data/osv"; \
+		go run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns "$$osv" -out $(VULNDB_DIR).tmp
+	mv $(VULNDB_DIR).tmp $(VULNDB_DIR)
 
 .PHONY: envtest-assets
 envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).
