@@ -2,6 +2,7 @@ package answerer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,6 +35,11 @@ const (
 // The claim does not end by itself when Remaining has elapsed: the
 // specification leaves the countdown to the answerer's UI, which may pause
 // it (while the person types, say) and calls Close when it ends.
+//
+// A claim can be lost while the UI still shows it: its Lease deleted, or
+// its renewals refused (an answerer without the verb patch on leases) or
+// failing until the Lease expired. Lost and Err report it, so that the UI
+// can tell the person that the window is no longer held for them.
 type Claim struct {
 	// Lease is the name of the claim's Lease.
 	Lease string
@@ -50,6 +56,10 @@ type Claim struct {
 	once sync.Once
 	// err is the release's result; it is written before done is closed.
 	err error
+	// lost is closed when the claim is lost; lostErr, written before,
+	// says why.
+	lost    chan struct{}
+	lostErr error
 }
 
 // Claim claims a question for duration, clamped to 5s..300s: it creates a
@@ -57,8 +67,9 @@ type Claim struct {
 // hitl.dev/claim=true and hitl.dev/question=<question>, owned by the
 // question (so it goes when the question goes), held by the answerer's
 // holder, and renews it every third of its duration. Renewing stops when
-// the Lease is found deleted, e.g. by the controller with an expired
-// question. A missing, Settled or Cancelled question is NOT_ANSWERABLE.
+// the claim is lost (see Lost): its Lease found deleted, e.g. by the
+// controller with an expired question, or its renewals refused. A
+// missing, Settled or Cancelled question is NOT_ANSWERABLE.
 // Claiming a blocking or Continued question is allowed and changes
 // nothing but status.claims, which UIs show.
 func (a *Answerer) Claim(ctx context.Context, question string, duration time.Duration) (*Claim, error) {
@@ -74,7 +85,7 @@ func (a *Answerer) Claim(ctx context.Context, question string, duration time.Dur
 	if err := a.client.Create(ctx, lease); err != nil {
 		return nil, apiError(err, "claiming question %s", q.Name)
 	}
-	c := &Claim{Lease: lease.Name, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Claim{Lease: lease.Name, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
 	c.Deadline, c.Remaining = window(q, now)
 	go c.hold(ctx, &leaseHolder{client: a.client, clock: a.Clock, lease: lease})
 	return c, nil
@@ -90,18 +101,59 @@ func (c *Claim) Close() error {
 	return c.err
 }
 
+// Lost returns a channel that is closed when the claim stops holding the
+// question's window before Close: its Lease was deleted, a renewal was
+// refused for good (forbidden, say: the answerer may not patch Leases), or
+// renewals failed for as long as the Lease's duration, so that the
+// controller counts it as expired. A lost claim is not renewed any more;
+// Err says why it was lost. Close and the end of the claim's context do
+// not close Lost: they end a claim, they do not lose it.
+func (c *Claim) Lost() <-chan struct{} { return c.lost }
+
+// Err returns nil while the claim holds, and once Lost is closed the error
+// that lost it: the API server's error of the refused or last failed
+// renewal (test it with apierrors.IsForbidden, IsNotFound, ...), wrapped
+// with the Lease's name.
+func (c *Claim) Err() error {
+	select {
+	case <-c.lost:
+		return c.lostErr
+	default:
+		return nil
+	}
+}
+
 // hold renews the Lease until the claim is closed or ctx ends, then
-// releases it.
+// releases it. A failed renewal is retried at the next tick, which still
+// falls inside the Lease's duration, unless it cannot succeed or the Lease
+// has gone unrenewed for its whole duration: then the claim is lost.
 func (c *Claim) hold(ctx context.Context, h *leaseHolder) {
 	defer close(c.done)
 	ticker := h.clock.NewTicker(h.period())
 	defer ticker.Stop()
 	tick := ticker.C()
+	renewed := h.lease.Spec.RenewTime.Time
 	for {
 		select {
 		case <-tick:
-			if !h.renew(ctx) {
-				tick = nil // the Lease is gone: there is nothing left to renew
+			err := h.renew(ctx)
+			switch {
+			case err == nil:
+				renewed = h.lease.Spec.RenewTime.Time
+			case ctx.Err() != nil:
+				// The claim is ending; release it below.
+			case apierrors.IsNotFound(err):
+				c.lose("its Lease was deleted", err)
+				tick = nil
+			case refused(err):
+				c.lose("renewing its Lease was refused", err)
+				tick = nil
+			case h.clock.Since(renewed) >= h.duration():
+				c.lose(fmt.Sprintf("its Lease was not renewed for %s and has expired", h.duration()), err)
+				tick = nil
+			default:
+				klog.FromContext(ctx).V(1).Info("Renewing a claim failed; retrying at the next renewal",
+					"lease", klog.KObj(h.lease), "err", err)
 			}
 			continue
 		case <-c.stop:
@@ -110,6 +162,20 @@ func (c *Claim) hold(ctx context.Context, h *leaseHolder) {
 		c.err = h.release(ctx)
 		return
 	}
+}
+
+// lose records why the claim was lost and closes Lost; only hold calls it,
+// at most once.
+func (c *Claim) lose(why string, err error) {
+	c.lostErr = fmt.Errorf("claim %s is lost: %s: %w", c.Lease, why, err)
+	close(c.lost)
+}
+
+// refused reports whether the API server refused a renewal for a reason
+// that trying again does not change.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err)
 }
 
 func (a *Answerer) newLease(q *hitlv1.UserQuestion, seconds int32, now time.Time) *coordinationv1.Lease {
@@ -170,28 +236,26 @@ type leaseHolder struct {
 	lease  *coordinationv1.Lease
 }
 
-// period is how often the Lease is renewed: three times per duration, so
-// that one lost renewal does not let it expire.
-func (h *leaseHolder) period() time.Duration {
-	return time.Duration(*h.lease.Spec.LeaseDurationSeconds) * time.Second / 3
+// duration is the Lease's duration.
+func (h *leaseHolder) duration() time.Duration {
+	return time.Duration(*h.lease.Spec.LeaseDurationSeconds) * time.Second
 }
 
+// period is how often the Lease is renewed: three times per duration, so
+// that one lost renewal does not let it expire.
+func (h *leaseHolder) period() time.Duration { return h.duration() / 3 }
+
 // renew writes a new renewTime; the controller judges liveness from when
-// it observes the change. It reports false when the Lease is gone. Other
-// failures are retried at the next tick, which still falls inside the
-// lease's duration.
-func (h *leaseHolder) renew(ctx context.Context) bool {
+// it observes the change. A Lease that is gone gives the API server's
+// NotFound.
+func (h *leaseHolder) renew(ctx context.Context) error {
 	before := h.lease.DeepCopy()
 	h.lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
-	err := h.client.Patch(ctx, h.lease, client.MergeFrom(before))
-	switch {
-	case apierrors.IsNotFound(err):
-		return false
-	case err != nil && ctx.Err() == nil:
-		klog.FromContext(ctx).V(1).Info("Renewing a claim failed; retrying at the next renewal",
-			"lease", klog.KObj(h.lease), "err", err)
+	if err := h.client.Patch(ctx, h.lease, client.MergeFrom(before)); err != nil {
+		h.lease = before
+		return err
 	}
-	return true
+	return nil
 }
 
 // release deletes the Lease; one that is already gone is released.

@@ -17,8 +17,8 @@ import (
 )
 
 // claimDuration is the lease duration of the inbox's claims; they are
-// renewed while the person is prompted.
-const claimDuration = 30 * time.Second
+// renewed while the person is prompted. Tests shorten it.
+var claimDuration = 30 * time.Second
 
 type inboxOptions struct {
 	*common
@@ -111,6 +111,9 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 		return fmt.Errorf("claiming %s: %w", q.Name, err)
 	}
 	defer func() { _ = claim.Close() }()
+	stop := make(chan struct{})
+	defer close(stop)
+	go warnWhenLost(out, q.Name, claim, stop)
 	switch {
 	case claim.Remaining > 0 && o.hold:
 		fmt.Fprintf(out, "You hold the window (%s were left); it stays open until you answer.\n", claim.Remaining.Round(time.Second))
@@ -118,8 +121,6 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 		// Count down locally from what the controller had left; when it
 		// ends, give the window back, as the specification asks.
 		fmt.Fprintf(out, "You hold the window: %s left.\n", claim.Remaining.Round(time.Second))
-		stop := make(chan struct{})
-		defer close(stop)
 		go countdown(out, nowFunc().Add(claim.Remaining), stop, func() {
 			_ = claim.Close()
 			fmt.Fprintln(out, "\n(the window has closed: your answer will arrive late)")
@@ -134,6 +135,18 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 		return err
 	}
 	return reportOutcome(o.common, res)
+}
+
+// warnWhenLost tells the person, while they are prompted, that their claim
+// on a question was lost (it could not be renewed, or its Lease went), so
+// that the window is no longer held for them; unless stop is closed first.
+func warnWhenLost(out io.Writer, question string, claim *answerer.Claim, stop <-chan struct{}) {
+	select {
+	case <-claim.Lost():
+		fmt.Fprintf(out, "\nwarning: your claim on %s cannot be renewed: the window is no longer held open for you, "+
+			"and an answer after its deadline will be queued as late (%v)\n", question, claim.Err())
+	case <-stop:
+	}
 }
 
 // countdown prints the time left every 10 seconds, and calls ended when
