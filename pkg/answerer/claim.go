@@ -212,13 +212,8 @@ func leaseSeconds(d time.Duration) int32 {
 // window returns a question's deadline and the time left in its window at
 // now, 0 when the window is not open.
 func window(q *hitlv1.UserQuestion, now time.Time) (deadline time.Time, remaining time.Duration) {
-	switch {
-	case q.Status.Deadline != nil:
-		deadline = q.Status.Deadline.Time
-	case q.Spec.Timeout != nil:
-		// The controller has not written it yet; it computes it this way, once.
-		deadline = q.CreationTimestamp.Add(q.Spec.Timeout.Duration)
-	default:
+	deadline, timed := q.Deadline()
+	if !timed {
 		return time.Time{}, 0
 	}
 	open := q.Status.State == "" || q.Status.State == hitlv1.StateOpen

@@ -62,7 +62,7 @@ func settledLate() *hitlv1.UserQuestion {
 		Timeout(3*time.Second).Obj(), t0.Add(-time.Hour))
 	q.Status = hitlv1.UserQuestionStatus{State: hitlv1.StateSettled,
 		Answers:    []hitlv1.AnswerItem{{ID: "food", Selected: []string{"pizza"}, Custom: "and lemonade"}},
-		Settlement: &hitlv1.Settlement{Reply: "lunch-bob", Late: true, At: metav1.NewTime(t0.Add(-30 * time.Minute)), AnsweredBy: &hitlv1.UserInfo{Username: "bob"}}}
+		Settlement: &hitlv1.Settlement{Reply: "lunch-bob", Late: true, At: metav1.NewMicroTime(t0.Add(-30 * time.Minute)), AnsweredBy: &hitlv1.UserInfo{Username: "bob"}}}
 	return q
 }
 
@@ -71,7 +71,7 @@ func continuedQueued() *hitlv1.UserQuestion {
 		Approval("Allow", "Deny", "").Obj(), t0.Add(-2*time.Minute))
 	q.Status = hitlv1.UserQuestionStatus{State: hitlv1.StateContinued,
 		QueuedReply: &hitlv1.QueuedReply{Name: "access-carol", Answers: []hitlv1.AnswerItem{{ID: "a", Selected: []string{"Deny"}}},
-			AnsweredBy: &hitlv1.UserInfo{Username: "carol"}, QueuedAt: metav1.NewTime(t0.Add(-time.Minute))}}
+			AnsweredBy: &hitlv1.UserInfo{Username: "carol"}, QueuedAt: metav1.NewMicroTime(t0.Add(-time.Minute))}}
 	return q
 }
 
