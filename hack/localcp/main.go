@@ -1,7 +1,10 @@
-// Command localcp runs the local control plane for `make run`: envtest's
-// kube-apiserver and etcd with hitl's CRDs installed, an admin kubeconfig at
-// a fixed path, and the manager binary against it. Ctrl-C (or SIGTERM)
-// stops the manager, then the control plane, and leaves nothing behind.
+// Command localcp runs the local control plane for `make run` and the
+// end-to-end suite: envtest's kube-apiserver and etcd with hitl's CRDs and
+// the manager's shipped RBAC installed, an admin kubeconfig at a fixed path
+// for the person at the keyboard, and the manager binary against it as its
+// own ServiceAccount, with a token from the TokenRequest API that localcp
+// renews. Ctrl-C (or SIGTERM) stops the manager, then the control plane, and
+// leaves nothing running.
 package main
 
 import (
@@ -14,31 +17,58 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
-func main() {
-	kubeconfig := flag.String("write-kubeconfig", filepath.Join(testenv.Root(), "bin", "kubeconfig"), "where to write the admin kubeconfig")
-	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "manager binary to run against the control plane; empty runs none")
-	flag.Parse()
+// minTokenExpiration is the shortest token the TokenRequest API issues.
+const minTokenExpiration = 10 * time.Minute
 
-	if err := run(*kubeconfig, *manager, flag.Args()); err != nil {
+func main() {
+	kubeconfig := flag.String("write-kubeconfig", filepath.Join(testenv.Root(), "bin", "kubeconfig"),
+		"where to write the admin kubeconfig; the manager's and the users' kubeconfigs are written beside it")
+	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "manager binary to run against the control plane; empty runs none")
+	users := flag.String("users", "alice", "comma-separated users to write kubeconfigs for (kubeconfig-<user> beside the admin's); they have no permissions until RBAC grants them some")
+	expiration := flag.Duration("manager-token-expiration", 24*time.Hour,
+		"lifetime to request for the manager's ServiceAccount token (at least 10m); localcp renews it when 80% of its real lifetime has passed")
+	flag.Parse()
+	if *expiration < minTokenExpiration {
+		fmt.Fprintln(os.Stderr, "localcp: --manager-token-expiration must be at least", minTokenExpiration)
+		os.Exit(2)
+	}
+	var names []string
+	for _, u := range strings.Split(*users, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			if u == "manager" || strings.ContainsAny(u, "/:") {
+				fmt.Fprintf(os.Stderr, "localcp: --users: %q cannot be a user's name here\n", u)
+				os.Exit(2)
+			}
+			names = append(names, u)
+		}
+	}
+
+	if err := run(*kubeconfig, *manager, names, *expiration, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, manager string, managerArgs []string) error {
+func run(kubeconfig, manager string, users []string, expiration time.Duration, managerArgs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	env := testenv.WithWebhooks(testenv.New())
-	if _, _, err := testenv.Start(env); err != nil {
+	cfg, c, err := testenv.Start(env)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -48,34 +78,63 @@ func run(kubeconfig, manager string, managerArgs []string) error {
 		}
 	}()
 
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("creating the admin user: %w", err)
-	}
-	data, err := admin.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("writing the admin kubeconfig: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o755); err != nil {
+	dir := filepath.Dir(kubeconfig)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+	if err := writeUserKubeconfig(env, envtest.User{Name: "admin", Groups: []string{"system:masters"}}, kubeconfig); err != nil {
 		return err
+	}
+	var userFiles []string
+	for _, u := range users {
+		path := filepath.Join(dir, "kubeconfig-"+u)
+		if err := writeUserKubeconfig(env, envtest.User{Name: u}, path); err != nil {
+			return err
+		}
+		userFiles = append(userFiles, fmt.Sprintf("    %-8s %s", u, path))
 	}
 
-	fmt.Printf("\nThe local control plane is up, with hitl's CRDs installed. In another shell:\n\n")
+	install, err := testenv.DefaultInstall()
+	if err != nil {
+		return err
+	}
+	if err := install.InstallManagerRBAC(ctx, c); err != nil {
+		return fmt.Errorf("installing the manager's RBAC: %w", err)
+	}
+	managerKubeconfig := filepath.Join(dir, "kubeconfig-manager")
+	tokenFile := filepath.Join(dir, "manager.token")
+	renewAt, err := writeManagerToken(ctx, c, install, expiration, tokenFile)
+	if err != nil {
+		return err
+	}
+	data, err := testenv.TokenKubeconfig(cfg, install.ManagerUsername(), "", tokenFile)
+	if err != nil {
+		return err
+	}
+	if err := testenv.WriteFileAtomic(managerKubeconfig, data, 0o600); err != nil {
+		return err
+	}
+	go renewManagerToken(ctx, c, install, expiration, tokenFile, renewAt)
+
+	fmt.Printf("\nThe local control plane is up, with hitl's CRDs and the manager's RBAC (config/rbac, as config/default installs it). In another shell:\n\n")
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get uq,qr -A\n\n", kubeconfig)
+	if len(userFiles) > 0 {
+		fmt.Printf("Kubeconfigs of users with no permissions until you bind roles to them (e.g. config/rbac/examples):\n\n%s\n\n", strings.Join(userFiles, "\n"))
+	}
 
 	if manager == "" {
 		fmt.Println("Press Ctrl-C to stop.")
 		<-ctx.Done()
 		return nil
 	}
+	if err := waitForRBAC(ctx, managerKubeconfig); err != nil {
+		return err
+	}
 	wh := testenv.WebhookOptions(env)
-	args := []string{"--kubeconfig", kubeconfig, "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir}
+	args := []string{"--kubeconfig", managerKubeconfig, "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir}
 	cmd := exec.Command(manager, append(args, managerArgs...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+managerKubeconfig)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the manager: %w", err)
 	}
@@ -85,7 +144,8 @@ func run(kubeconfig, manager string, managerArgs []string) error {
 		_ = cmd.Process.Kill()
 		return err
 	}
-	fmt.Printf("\nThe manager runs, with its webhooks (metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n")
+	fmt.Printf("\nThe manager runs as %s (kubeconfig %s), with its webhooks (metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n",
+		install.ManagerUsername(), managerKubeconfig)
 
 	select {
 	case err := <-exited:
@@ -104,4 +164,84 @@ func run(kubeconfig, manager string, managerArgs []string) error {
 		<-exited
 	}
 	return nil
+}
+
+// writeUserKubeconfig writes a kubeconfig that authenticates as user with a
+// client certificate.
+func writeUserKubeconfig(env *envtest.Environment, user envtest.User, path string) error {
+	u, err := env.AddUser(user, nil)
+	if err != nil {
+		return fmt.Errorf("creating user %s: %w", user.Name, err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("writing the kubeconfig of %s: %w", user.Name, err)
+	}
+	return testenv.WriteFileAtomic(path, data, 0o600)
+}
+
+// writeManagerToken writes a new token of the manager's ServiceAccount to
+// tokenFile and returns when to renew it.
+func writeManagerToken(ctx context.Context, c client.Client, install testenv.Install, expiration time.Duration, tokenFile string) (time.Time, error) {
+	ns, name := install.ManagerServiceAccount()
+	now := time.Now()
+	token, expires, err := testenv.RequestToken(ctx, c, ns, name, expiration)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := testenv.WriteFileAtomic(tokenFile, []byte(token), 0o600); err != nil {
+		return time.Time{}, err
+	}
+	return now.Add(expires.Sub(now) * 4 / 5), nil
+}
+
+// renewManagerToken writes a new token when 80% of the current one's
+// lifetime has passed; the manager's client rereads the file within a
+// minute. It retries a failed renewal every 10 seconds.
+func renewManagerToken(ctx context.Context, c client.Client, install testenv.Install, expiration time.Duration, tokenFile string, at time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(at)):
+		}
+		next, err := writeManagerToken(ctx, c, install, expiration, tokenFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "localcp: renewing the manager's token:", err)
+			at = time.Now().Add(10 * time.Second)
+			continue
+		}
+		at = next
+	}
+}
+
+// waitForRBAC waits until the manager's kubeconfig may list questions: the
+// API server's RBAC authorizer learns of new bindings from a watch.
+func waitForRBAC(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "hitl.dev", Resource: "userquestions", Verb: "list"},
+		}}
+		err := c.Create(ctx, review)
+		if err == nil && review.Status.Allowed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager's ServiceAccount may not list userquestions after 30s (err %v, reason %q)", err, review.Status.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
