@@ -57,18 +57,22 @@ func decode(s string) map[string]any {
 }
 
 var _ = Describe("kubectl hitl and the manager", func() {
-	var ns string
-	BeforeEach(func() { ns = newNamespace() })
+	// bot is the namespace's agent; alice, a person, answers it.
+	var (
+		ns  string
+		bot actor
+	)
+	BeforeEach(func() { ns, bot = newNamespace() })
 
 	It("answers a script agent's question inside its window", func() {
 		file := writeFile(ns+"-deploy.yaml", deployQuestion)
-		_, wait := background("kubectl", "hitl", "-n", ns, "ask", "-f", file, "--name", "deploy")
+		_, wait := bot.background("kubectl", "hitl", "-n", ns, "ask", "-f", file, "--name", "deploy")
 		Eventually(jsonpath(ns, "uq/deploy", "{.status.state}")).Should(Equal("Open"))
 
-		Expect(hitl("-n", ns, "list").stdout).To(And(ContainSubstring("ACTIVE (1)"), ContainSubstring("deploy")))
-		Expect(hitl("-n", ns, "show", "deploy").stdout).To(ContainSubstring("Where should I deploy?"))
+		Expect(alice.hitl("-n", ns, "list").stdout).To(And(ContainSubstring("ACTIVE (1)"), ContainSubstring("deploy")))
+		Expect(alice.hitl("-n", ns, "show", "deploy").stdout).To(ContainSubstring("Where should I deploy?"))
 
-		out := hitl("-n", ns, "answer", "deploy", "--select", "env=staging", "--custom", "notes=ship it")
+		out := alice.hitl("-n", ns, "answer", "deploy", "--select", "env=staging", "--custom", "notes=ship it")
 		Expect(out.code).To(BeZero(), out.stderr)
 		Expect(out.stdout).To(ContainSubstring("Applied"))
 
@@ -76,22 +80,23 @@ var _ = Describe("kubectl hitl and the manager", func() {
 		Expect(asked.code).To(BeZero(), asked.stderr)
 		Expect(asked.stdout).To(ContainSubstring(`"selected": [`))
 		Expect(decode(asked.stdout)["answers"]).To(HaveLen(2))
-		Expect(hitl("-n", ns, "list").stdout).To(ContainSubstring("SETTLED (1)"))
+		Expect(alice.hitl("-n", ns, "list").stdout).To(ContainSubstring("SETTLED (1)"))
+		Expect(jsonpath(ns, "qr", "{.items[*].spec.answeredBy.username}")()).To(Equal("alice"))
 	})
 
 	It("turns a timeout into pending, queues a late reply, refuses a second, and lets the script agent admit it", func() {
-		asked := hitl("-n", ns, "ask", "-f", writeFile(ns+"-lunch.yaml", lunchQuestion))
+		asked := bot.hitl("-n", ns, "ask", "-f", writeFile(ns+"-lunch.yaml", lunchQuestion))
 		Expect(asked.code).To(Equal(3), "pending has its own exit status")
 		Expect(decode(asked.stdout)).To(HaveKeyWithValue("pending", true))
 		Expect(decode(asked.stdout)).To(HaveKeyWithValue("callID", "lunch"))
 
-		late := hitl("-n", ns, "answer", "lunch", "--select", "food=pizza,sushi", "--name", "lunch-alice")
+		late := alice.hitl("-n", ns, "answer", "lunch", "--select", "food=pizza,sushi", "--name", "lunch-alice")
 		Expect(late.stdout).To(ContainSubstring("Queued"))
-		second := hitl("-n", ns, "answer", "lunch", "--select", "food=sushi")
+		second := alice.hitl("-n", ns, "answer", "lunch", "--select", "food=sushi")
 		Expect(second.code).NotTo(BeZero())
 		Expect(second.stderr).To(ContainSubstring("REPLY_QUEUED: question lunch already has queued reply lunch-alice"))
 
-		admitted := hitl("-n", ns, "admit", "lunch")
+		admitted := bot.hitl("-n", ns, "admit", "lunch")
 		Expect(admitted.code).To(BeZero(), admitted.stderr)
 		Expect(decode(admitted.stdout)).To(HaveKeyWithValue("late", true))
 		Expect(jsonpath(ns, "uq/lunch", "{.status.state} {.status.settlement.late}")()).To(Equal("Settled true"))
@@ -99,24 +104,31 @@ var _ = Describe("kubectl hitl and the manager", func() {
 	})
 
 	It("withdraws a queued reply, and the question stays answerable", func() {
-		Expect(kubectl("-n", ns, "apply", "-f", writeFile(ns+"-w.yaml", timedQuestion("w", "1s"))).code).To(BeZero())
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-w.yaml", timedQuestion("w", "1s"))).code).To(BeZero())
 		Eventually(jsonpath(ns, "uq/w", "{.status.state}")).Should(Equal("Continued"))
-		Expect(hitl("-n", ns, "answer", "w", "--select", "q=yes", "--name", "oops").stdout).To(ContainSubstring("Queued"))
-		Expect(hitl("-n", ns, "withdraw", "oops").code).To(BeZero())
+		Expect(alice.hitl("-n", ns, "answer", "w", "--select", "q=yes", "--name", "oops").stdout).To(ContainSubstring("Queued"))
+		Expect(alice.hitl("-n", ns, "withdraw", "oops").code).To(BeZero())
 		Eventually(jsonpath(ns, "uq/w", "{.status.queuedReply.name}")).Should(BeEmpty())
 		Expect(jsonpath(ns, "uq/w", "{.status.state}")()).To(Equal("Continued"))
-		Expect(hitl("-n", ns, "answer", "w", "--select", "q=no").stdout).To(ContainSubstring("Queued"))
+		Expect(alice.hitl("-n", ns, "answer", "w", "--select", "q=no").stdout).To(ContainSubstring("Queued"))
 	})
 
 	It("holds the window while the inbox claims the question, and answers in window", func() {
-		Expect(kubectl("-n", ns, "apply", "-f", writeFile(ns+"-held.yaml", timedQuestion("held", "3s"))).code).To(BeZero())
-		inbox := command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--hold", "--holder", "e2e")
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-held.yaml", timedQuestion("held", "3s"))).code).To(BeZero())
+		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--hold", "--holder", "e2e")
 		stdin, err := inbox.StdinPipe()
 		Expect(err).NotTo(HaveOccurred())
 		inbox.Stdout, inbox.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(inbox.Start()).To(Succeed())
 		Eventually(jsonpath(ns, "uq/held", "{.status.claims[0].holder}")).Should(Equal("e2e"))
 		Consistently(jsonpath(ns, "uq/held", "{.status.state}"), "4s", "500ms").Should(Equal("Open"), "the claim holds the window past its deadline")
+		// The inbox renews its claim (every third of the Lease's 30s) with
+		// the rights hitl-answerer gives the person.
+		lease := "lease/" + jsonpath(ns, "leases", "{.items[0].metadata.name}")()
+		renewed := jsonpath(ns, lease, "{.spec.renewTime}")()
+		Expect(renewed).NotTo(BeEmpty())
+		Eventually(jsonpath(ns, lease, "{.spec.renewTime}"), "15s", "500ms").ShouldNot(Equal(renewed), "the claim is renewed")
+		Expect(jsonpath(ns, "uq/held", "{.status.state} {.status.claims[0].holder}")()).To(Equal("Open e2e"))
 		_, err = stdin.Write([]byte("1\n"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(inbox.Wait()).To(Succeed())
@@ -125,8 +137,8 @@ var _ = Describe("kubectl hitl and the manager", func() {
 	})
 
 	It("gives the window back when the inbox's countdown ends, and the late answer is queued", func() {
-		Expect(kubectl("-n", ns, "apply", "-f", writeFile(ns+"-slow.yaml", timedQuestion("slow", "2s"))).code).To(BeZero())
-		inbox := command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--holder", "e2e")
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-slow.yaml", timedQuestion("slow", "2s"))).code).To(BeZero())
+		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--holder", "e2e")
 		stdin, err := inbox.StdinPipe()
 		Expect(err).NotTo(HaveOccurred())
 		var out strings.Builder
@@ -142,22 +154,22 @@ var _ = Describe("kubectl hitl and the manager", func() {
 	})
 
 	It("cancels the question when the Go agent's ask is aborted", func() {
-		agent, wait := background(filepath.Join(workDir, "agent"), "--namespace", ns, "--agent", "bot", "--name", "stop-me")
+		agent, wait := bot.background(filepath.Join(workDir, "agent"), "--namespace", ns, "--agent", "bot", "--name", "stop-me")
 		Eventually(jsonpath(ns, "uq/stop-me", "{.status.state}")).Should(Equal("Open"))
 		Expect(agent.Process.Signal(syscall.SIGTERM)).To(Succeed())
 		out := wait()
 		Expect(out.code).To(Equal(2))
 		Expect(decode(out.stdout)).To(HaveKeyWithValue("code", "ASK_ABORTED"))
 		Eventually(jsonpath(ns, "uq/stop-me", "{.status.state}")).Should(Equal("Cancelled"))
-		refused := hitl("-n", ns, "answer", "stop-me", "--select", "q=yes")
+		refused := alice.hitl("-n", ns, "answer", "stop-me", "--select", "q=yes")
 		Expect(refused.stderr).To(ContainSubstring("NOT_ANSWERABLE: question stop-me is Cancelled"))
 	})
 
 	It("lets the Go agent go on after pending and admit the late reply", func() {
-		_, wait := background(filepath.Join(workDir, "agent"), "--namespace", ns, "--agent", "bot", "--name", "later",
+		_, wait := bot.background(filepath.Join(workDir, "agent"), "--namespace", ns, "--agent", "bot", "--name", "later",
 			"--timeout", "1s", "--admit-late")
 		Eventually(jsonpath(ns, "uq/later", "{.status.state}")).Should(Equal("Continued"))
-		Expect(hitl("-n", ns, "answer", "later", "--select", "q=yes").stdout).To(ContainSubstring("Queued"))
+		Expect(alice.hitl("-n", ns, "answer", "later", "--select", "q=yes").stdout).To(ContainSubstring("Queued"))
 		out := wait()
 		Expect(out.code).To(BeZero(), out.stderr)
 		lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
@@ -169,8 +181,8 @@ var _ = Describe("kubectl hitl and the manager", func() {
 
 	It("approves an Approval question with `approve`", func() {
 		sample := filepath.Join(testenv.Root(), "config", "samples", "hitl_v1alpha1_userquestion_approval.yaml")
-		Expect(kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero())
-		out := hitl("-n", ns, "approve", "read-secrets")
+		Expect(bot.kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero(), "hitl-agent lets bot ask as release-bot")
+		out := alice.hitl("-n", ns, "approve", "read-secrets")
 		Expect(out.code).To(BeZero(), out.stderr)
 		Expect(out.stdout).To(ContainSubstring("Applied"))
 		Expect(jsonpath(ns, "uq/read-secrets", "{.status.answers[0].selected[0]}")()).To(Equal("Allow once"))
@@ -178,8 +190,8 @@ var _ = Describe("kubectl hitl and the manager", func() {
 
 	It("produces a reply manifest for a GitOps repository that plain kubectl apply settles", func() {
 		sample := filepath.Join(testenv.Root(), "config", "samples", "hitl_v1alpha1_userquestion.yaml")
-		Expect(kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero())
-		manifest := hitl("-n", ns, "answer", "deploy-target", "--select", "env=production", "--skip", "notes",
+		Expect(bot.kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero())
+		manifest := alice.hitl("-n", ns, "answer", "deploy-target", "--select", "env=production", "--skip", "notes",
 			"--name", "deploy-target-gitops", "--dry-run=client", "-o", "yaml")
 		Expect(manifest.code).To(BeZero(), manifest.stderr)
 		Expect(manifest.stdout).To(ContainSubstring("kind: QuestionReply"))
@@ -187,15 +199,15 @@ var _ = Describe("kubectl hitl and the manager", func() {
 
 		file := filepath.Join(workDir, ns+"-reply.yaml")
 		Expect(os.WriteFile(file, []byte(manifest.stdout), 0o644)).To(Succeed())
-		Expect(kubectl("-n", ns, "apply", "-f", file).code).To(BeZero())
+		Expect(alice.kubectl("-n", ns, "apply", "-f", file).code).To(BeZero())
 		Eventually(jsonpath(ns, "uq/deploy-target", "{.status.state}")).Should(Equal("Settled"))
-		Expect(jsonpath(ns, "qr/deploy-target-gitops", "{.status.outcome} {.spec.answeredBy.username}")()).To(Equal("Applied admin"))
+		Expect(jsonpath(ns, "qr/deploy-target-gitops", "{.status.outcome} {.spec.answeredBy.username}")()).To(Equal("Applied alice"))
 	})
 
 	It("shows the code of a rejected bad answer", func() {
 		sample := filepath.Join(testenv.Root(), "config", "samples", "hitl_v1alpha1_userquestion.yaml")
-		Expect(kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero())
-		bad := hitl("-n", ns, "answer", "deploy-target", "--select", "env=moon")
+		Expect(bot.kubectl("-n", ns, "apply", "-f", sample).code).To(BeZero())
+		bad := alice.hitl("-n", ns, "answer", "deploy-target", "--select", "env=moon")
 		Expect(bad.code).NotTo(BeZero())
 		Expect(bad.stderr).To(ContainSubstring(`BAD_ANSWER: question env: "moon" is not an option of the question`))
 
@@ -206,7 +218,7 @@ spec:
   questionRef: {name: deploy-target}
   answers: [{id: env, selected: [staging, production]}, {id: notes}]
 `)
-		applied := kubectl("-n", ns, "apply", "-f", reply)
+		applied := alice.kubectl("-n", ns, "apply", "-f", reply)
 		Expect(applied.code).NotTo(BeZero())
 		Expect(applied.stderr).To(ContainSubstring("denied the request: BAD_ANSWER: question env: the question is single-select"))
 		Expect(jsonpath(ns, "uq/deploy-target", "{.status.state}")()).To(Equal("Open"))

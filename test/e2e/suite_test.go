@@ -1,6 +1,13 @@
 // Package e2e drives the real binaries (localcp with the manager, kubectl
 // and kubectl hitl, and a small Go agent built on pkg/agent) through every
 // path of the specification's diagram. Run it with `make test-e2e`.
+//
+// Every actor runs with the identity and the role the project ships: the
+// manager as its ServiceAccount with config/rbac (localcp installs it), the
+// agents as a ServiceAccount of their namespace bound to hitl-agent, the
+// people as users bound to hitl-answerer (config/rbac/examples), each with
+// its own kubeconfig. Admin only sets up (namespaces, RBAC) and reads what
+// happened for the assertions.
 package e2e
 
 import (
@@ -19,6 +26,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hitl-dev/hitl/test/testenv"
 )
@@ -29,11 +42,23 @@ func TestE2E(t *testing.T) {
 }
 
 var (
-	binDir     string
-	workDir    string
-	kubeconfig string
-	localcp    *exec.Cmd
+	binDir  string
+	workDir string
+	localcp *exec.Cmd
+	install testenv.Install
+
+	// adminClient sets up namespaces and RBAC; it acts as admin.
+	adminClient client.Client
+
+	// admin sets up and reads for assertions; manager is the manager's
+	// kubeconfig (its ServiceAccount's token); alice and bob are people,
+	// users with client certificates and no rights until a spec binds them.
+	admin, manager, alice, bob actor
 )
+
+// The agent of every spec's namespace: a ServiceAccount named after the
+// agent, so that it asks as itself.
+const agentName = "bot"
 
 var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(20 * time.Second)
@@ -47,7 +72,13 @@ var _ = BeforeSuite(func() {
 		Expect(err).NotTo(HaveOccurred(), "run `make build` first (or `make test-e2e`)")
 	}
 	workDir = GinkgoT().TempDir()
-	kubeconfig = filepath.Join(workDir, "kubeconfig")
+	admin = actor{"admin", filepath.Join(workDir, "kubeconfig")}
+	manager = actor{"manager", filepath.Join(workDir, "kubeconfig-manager")}
+	alice = actor{"alice", filepath.Join(workDir, "kubeconfig-alice")}
+	bob = actor{"bob", filepath.Join(workDir, "kubeconfig-bob")}
+	var err error
+	install, err = testenv.DefaultInstall()
+	Expect(err).NotTo(HaveOccurred())
 
 	build := exec.Command("go", "build", "-o", filepath.Join(workDir, "agent"), "./test/e2e/agent")
 	build.Dir = testenv.Root()
@@ -57,7 +88,7 @@ var _ = BeforeSuite(func() {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		Expect(os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(testenv.Root(), "bin", "k8s"))).To(Succeed())
 	}
-	localcp = exec.Command(filepath.Join(binDir, "localcp"), "--write-kubeconfig", kubeconfig,
+	localcp = exec.Command(filepath.Join(binDir, "localcp"), "--write-kubeconfig", admin.kubeconfig, "--users", "alice,bob",
 		"--manager", filepath.Join(binDir, "manager"), "--", "--metrics-bind-address=0", "--health-probe-bind-address=0")
 	stdout, err := localcp.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -74,6 +105,14 @@ var _ = BeforeSuite(func() {
 		}
 	}()
 	Eventually(ready, "90s").Should(BeClosed(), "the local control plane and the manager did not come up")
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", admin.kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	adminClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	// The example roles, as a cluster operator would apply them.
+	applied := admin.kubectl("apply", "-f", filepath.Join(testenv.Root(), "config", "rbac", "examples"))
+	Expect(applied.code).To(BeZero(), applied.stderr)
 })
 
 var _ = AfterSuite(func() {
@@ -83,26 +122,32 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// run runs a command with the suite's kubeconfig and bin directory on PATH.
+// actor is an identity the suite runs commands as, with its own kubeconfig.
+type actor struct {
+	name, kubeconfig string
+}
+
+// run is the result of a command.
 type run struct {
 	stdout, stderr string
 	code           int
 }
 
-func command(ctx context.Context, stdin string, name string, args ...string) *exec.Cmd {
+// command runs a command as a with the suite's bin directory on PATH.
+func (a actor) command(ctx context.Context, stdin string, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+binDir+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+a.kubeconfig, "PATH="+binDir+":"+os.Getenv("PATH"))
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	return cmd
 }
 
-func exe(stdin, name string, args ...string) run {
+func (a actor) exe(stdin, name string, args ...string) run {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := command(ctx, stdin, name, args...)
+	cmd := a.command(ctx, stdin, name, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -113,20 +158,20 @@ func exe(stdin, name string, args ...string) run {
 	} else {
 		Expect(err).NotTo(HaveOccurred())
 	}
-	fmt.Fprintf(GinkgoWriter, "$ %s %s\n%s%s(exit %d)\n", name, strings.Join(args, " "), r.stdout, r.stderr, r.code)
+	fmt.Fprintf(GinkgoWriter, "[%s] $ %s %s\n%s%s(exit %d)\n", a.name, name, strings.Join(args, " "), r.stdout, r.stderr, r.code)
 	return r
 }
 
-func kubectl(args ...string) run { GinkgoHelper(); return exe("", "kubectl", args...) }
-func hitl(args ...string) run {
+func (a actor) kubectl(args ...string) run { GinkgoHelper(); return a.exe("", "kubectl", args...) }
+func (a actor) hitl(args ...string) run {
 	GinkgoHelper()
-	return exe("", "kubectl", append([]string{"hitl"}, args...)...)
+	return a.exe("", "kubectl", append([]string{"hitl"}, args...)...)
 }
 
-// background starts a command and returns a function that waits for it.
-func background(name string, args ...string) (*exec.Cmd, func() run) {
+// background starts a command as a and returns a function that waits for it.
+func (a actor) background(name string, args ...string) (*exec.Cmd, func() run) {
 	GinkgoHelper()
-	cmd := command(context.Background(), "", name, args...)
+	cmd := a.command(context.Background(), "", name, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	Expect(cmd.Start()).To(Succeed())
@@ -137,23 +182,84 @@ func background(name string, args ...string) (*exec.Cmd, func() run) {
 		if errors.As(err, &exit) {
 			r.code = exit.ExitCode()
 		}
-		fmt.Fprintf(GinkgoWriter, "$ %s %s (background)\n%s%s(exit %d)\n", name, strings.Join(args, " "), r.stdout, r.stderr, r.code)
+		fmt.Fprintf(GinkgoWriter, "[%s] $ %s %s (background)\n%s%s(exit %d)\n", a.name, name, strings.Join(args, " "), r.stdout, r.stderr, r.code)
 		return r
 	}
 }
 
 var nsCount int
 
-func newNamespace() string {
+// newNamespace creates a namespace and, as admin, its actors' RBAC: the
+// agent's ServiceAccount bound to hitl-agent, and alice bound to
+// hitl-answerer with verb answer on the agent's questions. It returns the
+// namespace and the agent, with a kubeconfig holding a token of its
+// ServiceAccount from the TokenRequest API.
+func newNamespace() (string, actor) {
 	GinkgoHelper()
+	ctx := context.Background()
 	nsCount++
 	ns := fmt.Sprintf("e2e-%d-%d", GinkgoParallelProcess(), nsCount)
-	Expect(kubectl("create", "namespace", ns).code).To(BeZero())
-	return ns
+	Expect(adminClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	Expect(adminClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: agentName, Namespace: ns}})).To(Succeed())
+	bind(ns, "ClusterRole", "hitl-agent", rbacv1.Subject{Kind: "ServiceAccount", Name: agentName, Namespace: ns})
+	Expect(adminClient.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "answer-" + agentName, Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"hitl.dev"}, Resources: []string{"agents"}, Verbs: []string{"answer"}, ResourceNames: []string{agentName}}},
+	})).To(Succeed())
+	grantAnswering(ns, alice, "hitl-answerer")
+
+	token, _, err := testenv.RequestToken(ctx, adminClient, ns, agentName, time.Hour)
+	Expect(err).NotTo(HaveOccurred())
+	cfg, err := clientcmd.BuildConfigFromFlags("", admin.kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := testenv.TokenKubeconfig(cfg, agentName, token, "")
+	Expect(err).NotTo(HaveOccurred())
+	agent := actor{"system:serviceaccount:" + ns + ":" + agentName, filepath.Join(workDir, "kubeconfig-"+ns+"-"+agentName)}
+	Expect(os.WriteFile(agent.kubeconfig, data, 0o600)).To(Succeed())
+
+	waitAllowed(agent.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "userquestions", Verb: "create"})
+	return ns, agent
+}
+
+// grantAnswering binds clusterRole (hitl-answerer or a variant) to a person
+// in ns, with verb answer on the agent's questions.
+func grantAnswering(ns string, person actor, clusterRole string) {
+	GinkgoHelper()
+	user := rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: person.name}
+	bind(ns, "ClusterRole", clusterRole, user)
+	bind(ns, "Role", "answer-"+agentName, user)
+	waitAllowed(person.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "agents", Name: agentName, Verb: "answer"})
+	waitAllowed(person.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "userquestions", Verb: "list"})
+}
+
+func bind(ns, kind, role string, subject rbacv1.Subject) {
+	GinkgoHelper()
+	Expect(adminClient.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(subject.Name) + "-" + role, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+		Subjects:   []rbacv1.Subject{subject},
+	})).To(Succeed())
+}
+
+// allowed asks the API server whether user may do what ra describes.
+func allowed(user string, ra authorizationv1.ResourceAttributes) func() bool {
+	return func() bool {
+		GinkgoHelper()
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &ra}}
+		Expect(adminClient.Create(context.Background(), review)).To(Succeed())
+		return review.Status.Allowed
+	}
+}
+
+// waitAllowed waits until the API server's RBAC authorizer, which learns
+// of new roles and bindings from a watch, allows what ra describes.
+func waitAllowed(user string, ra authorizationv1.ResourceAttributes) {
+	GinkgoHelper()
+	Eventually(allowed(user, ra)).Should(BeTrue(), "%s may not %s %s", user, ra.Verb, ra.Resource)
 }
 
 func jsonpath(ns, resource, path string) func() string {
-	return func() string { return kubectl("-n", ns, "get", resource, "-o", "jsonpath="+path).stdout }
+	return func() string { return admin.kubectl("-n", ns, "get", resource, "-o", "jsonpath="+path).stdout }
 }
 
 func writeFile(name, content string) string {

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+// These specs prove that the suite runs every actor with the RBAC the
+// project ships: take one verb away and a scenario fails.
+var _ = Describe("identities", func() {
+	var (
+		ns  string
+		bot actor
+	)
+	BeforeEach(func() { ns, bot = newNamespace() })
+
+	It("runs the manager as its own ServiceAccount, which may do only what config/rbac grants", func() {
+		Expect(manager.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout).To(Equal(install.ManagerUsername()))
+		Expect(manager.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}").stdout).
+			To(And(ContainSubstring("system:serviceaccounts"), Not(ContainSubstring("system:masters"))))
+		Expect(manager.kubectl("auth", "can-i", "update", "userquestions.hitl.dev", "--subresource=status", "-A").stdout).To(Equal("yes\n"))
+		Expect(manager.kubectl("auth", "can-i", "create", "userquestions.hitl.dev", "-A").stdout).To(Equal("no\n"))
+		Expect(manager.kubectl("auth", "can-i", "create", "namespaces").stdout).To(Equal("no\n"))
+	})
+
+	It("refuses an answer when the person's role lacks one verb of hitl-answerer", func() {
+		var role rbacv1.ClusterRole
+		data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "rbac", "examples", "hitl_answerer.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(yaml.Unmarshal(data, &role)).To(Succeed())
+		role.Name = "hitl-answerer-without-create-" + ns
+		removed := 0
+		for i, r := range role.Rules {
+			if slices.Contains(r.Resources, "questionreplies") && slices.Contains(r.Verbs, "create") {
+				role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "create" })
+				removed++
+			}
+		}
+		Expect(removed).To(Equal(1), "hitl-answerer grants create on questionreplies once")
+		Expect(adminClient.Create(context.Background(), &role)).To(Succeed())
+		DeferCleanup(func() { Expect(adminClient.Delete(context.Background(), &role)).To(Succeed()) })
+		grantAnswering(ns, bob, role.Name)
+
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-q.yaml", timedQuestion("q", "600s"))).code).To(BeZero())
+		refused := bob.hitl("-n", ns, "answer", "q", "--select", "q=yes")
+		Expect(refused.code).NotTo(BeZero())
+		Expect(refused.stderr).To(And(ContainSubstring("forbidden"), ContainSubstring(`User "bob" cannot create resource "questionreplies"`)))
+		Expect(jsonpath(ns, "qr", "{.items}")()).To(Equal("[]"))
+
+		// The shipped role has the verb: the same answer goes through.
+		bind(ns, "ClusterRole", "hitl-answerer", rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: bob.name})
+		waitAllowed(bob.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "questionreplies", Verb: "create"})
+		answered := bob.hitl("-n", ns, "answer", "q", "--select", "q=yes")
+		Expect(answered.code).To(BeZero(), answered.stderr)
+		Expect(jsonpath(ns, "uq/q", "{.status.state} {.status.answers[0].selected[0]}")()).To(Equal("Settled yes"))
+	})
+
+	It("fails an ask when the manager's ClusterRole lacks the verb its webhook uses", Serial, func() {
+		ctx := context.Background()
+		var role rbacv1.ClusterRole
+		key := types.NamespacedName{Name: install.NamePrefix + "manager-role"}
+		Expect(adminClient.Get(ctx, key, &role)).To(Succeed())
+		shipped := slices.Clone(role.Rules)
+		role.Rules = slices.DeleteFunc(slices.Clone(shipped), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "serviceaccounts") })
+		Expect(role.Rules).To(HaveLen(len(shipped)-1), "the manager's role grants get on serviceaccounts in one rule")
+		Expect(adminClient.Update(ctx, &role)).To(Succeed())
+		readSA := authorizationv1.ResourceAttributes{Namespace: ns, Resource: "serviceaccounts", Name: agentName, Verb: "get"}
+		restore := func() {
+			Expect(adminClient.Get(ctx, key, &role)).To(Succeed())
+			role.Rules = shipped
+			Expect(adminClient.Update(ctx, &role)).To(Succeed())
+			waitAllowed(install.ManagerUsername(), readSA)
+		}
+		DeferCleanup(restore)
+		Eventually(allowed(install.ManagerUsername(), readSA)).Should(BeFalse())
+
+		// The webhook reads the asking ServiceAccount as the manager, and the
+		// API server refuses it by the manager's name.
+		refused := bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-q.yaml", timedQuestion("q", "600s")))
+		Expect(refused.code).NotTo(BeZero())
+		Expect(refused.stderr).To(ContainSubstring(`User "` + install.ManagerUsername() + `" cannot get resource "serviceaccounts"`))
+
+		restore()
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-q.yaml", timedQuestion("q", "600s"))).code).To(BeZero())
+		Eventually(jsonpath(ns, "uq/q", "{.status.state}")).Should(Equal("Open"))
+	})
+})
