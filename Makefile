@@ -61,6 +61,10 @@ vet: ## Run go vet.
 test: manifests generate vet envtest-assets ## Run the unit and envtest suites.
 	go test $(TEST_PKGS) -count=1 -coverprofile cover.out
 
+.PHONY: model
+model: manifests envtest-assets ## Drive the controller and the model of SPEC §1 with MODEL_OPS random operations (default 3000) and compare after each; MODEL_SEED replays a run.
+	HITL_MODEL_OPS=$(or $(MODEL_OPS),3000) HITL_MODEL_SEED=$(MODEL_SEED) go test ./test/model -run '^TestModel$$' -count=1 -v -timeout 120m
+
 .PHONY: test-e2e
 test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane.
 	HITL_BIN=$(LOCALBIN) go test ./test/e2e -count=1 -v -timeout 15m

@@ -1,0 +1,548 @@
+package model_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/test/model"
+)
+
+// sent is what the test wrote in a reply's spec.
+type sent struct {
+	answers []hitlv1.AnswerItem
+	by      string
+}
+
+// recorder watches every version of every question and reply of the
+// namespace, keeps the latest (and the last one of each deleted object)
+// for the comparisons with the model, and checks the invariants of SPEC §1
+// on each version as it arrives.
+type recorder struct {
+	t0 time.Time
+
+	mu            sync.Mutex
+	questions     map[string]*hitlv1.UserQuestion
+	replies       map[string]*hitlv1.QuestionReply
+	goneQuestions map[string]*hitlv1.UserQuestion
+	goneReplies   map[string]*hitlv1.QuestionReply
+	// lost are objects that went while a watch was being restarted: their
+	// last version is unknown.
+	lost map[string]bool
+	// sent holds every reply the test created; testDeleted the replies
+	// the test itself deleted.
+	sent        map[string]sent
+	testDeleted map[string]bool
+
+	violations []string
+	// versions counts the versions checked, relists the watch restarts
+	// that needed a new list.
+	versions, relists int
+	listed            map[string]bool
+}
+
+func newRecorder(t0 time.Time) *recorder {
+	return &recorder{t0: t0,
+		questions: map[string]*hitlv1.UserQuestion{}, replies: map[string]*hitlv1.QuestionReply{},
+		goneQuestions: map[string]*hitlv1.UserQuestion{}, goneReplies: map[string]*hitlv1.QuestionReply{},
+		lost: map[string]bool{}, listed: map[string]bool{}, sent: map[string]sent{}, testDeleted: map[string]bool{}}
+}
+
+// start watches questions and replies in ns until ctx ends. It returns
+// once both watches are established.
+func (r *recorder) start(ctx context.Context, c client.WithWatch, ns string) error {
+	for _, list := range []client.ObjectList{&hitlv1.UserQuestionList{}, &hitlv1.QuestionReplyList{}} {
+		ready := make(chan error, 1)
+		go r.watch(ctx, c, ns, list, ready)
+		if err := <-ready; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watch lists, then watches from the list's resourceVersion, and watches
+// again from the last version seen when the watch ends; only when that
+// version has expired does it list again.
+func (r *recorder) watch(ctx context.Context, c client.WithWatch, ns string, list client.ObjectList, ready chan<- error) {
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			l := list.DeepCopyObject().(client.ObjectList)
+			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+				if ready != nil {
+					ready <- err
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			r.relist(l)
+			rv = l.GetResourceVersion()
+		}
+		w, err := c.Watch(ctx, list.DeepCopyObject().(client.ObjectList), client.InNamespace(ns),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+		if err != nil {
+			if ready != nil {
+				ready <- err
+				return
+			}
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = ""
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if ready != nil {
+			ready <- nil
+			ready = nil
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					rv = ""
+				}
+				break
+			}
+			o, ok := ev.Object.(client.Object)
+			if !ok {
+				continue
+			}
+			rv = o.GetResourceVersion()
+			if ev.Type != watch.Bookmark {
+				r.observe(ev.Type, o)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// relist replaces the recorder's view with a full list, after a watch
+// could not be resumed: objects missing from it went unseen.
+func (r *recorder) relist(l client.ObjectList) {
+	seen := map[string]bool{}
+	_ = meta.EachListItem(l, func(o runtime.Object) error {
+		obj := o.(client.Object)
+		seen[obj.GetName()] = true
+		r.observe(watch.Modified, obj)
+		return nil
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.listed[fmt.Sprintf("%T", l)] {
+		r.relists++
+	}
+	r.listed[fmt.Sprintf("%T", l)] = true
+	switch l.(type) {
+	case *hitlv1.UserQuestionList:
+		for name := range r.questions {
+			if !seen[name] {
+				r.lost["uq/"+name] = true
+				r.goneQuestions[name] = r.questions[name]
+				delete(r.questions, name)
+			}
+		}
+	case *hitlv1.QuestionReplyList:
+		for name := range r.replies {
+			if !seen[name] {
+				r.lost["qr/"+name] = true
+				r.goneReplies[name] = r.replies[name]
+				delete(r.replies, name)
+			}
+		}
+	}
+}
+
+func (r *recorder) observe(typ watch.EventType, o client.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch obj := o.(type) {
+	case *hitlv1.UserQuestion:
+		prev := r.questions[obj.Name]
+		if prev != nil && prev.ResourceVersion == obj.ResourceVersion && typ != watch.Deleted {
+			return
+		}
+		r.versions++
+		r.checkQuestion(prev, obj, typ == watch.Deleted)
+		if typ == watch.Deleted {
+			r.goneQuestions[obj.Name] = obj
+			delete(r.questions, obj.Name)
+		} else {
+			r.questions[obj.Name] = obj
+		}
+	case *hitlv1.QuestionReply:
+		prev := r.replies[obj.Name]
+		if prev != nil && prev.ResourceVersion == obj.ResourceVersion && typ != watch.Deleted {
+			return
+		}
+		r.versions++
+		r.checkReply(prev, obj, typ == watch.Deleted)
+		if typ == watch.Deleted {
+			r.goneReplies[obj.Name] = obj
+			delete(r.replies, obj.Name)
+		} else {
+			r.replies[obj.Name] = obj
+		}
+	}
+}
+
+func (r *recorder) violate(format string, args ...any) {
+	r.violations = append(r.violations, fmt.Sprintf(format, args...))
+}
+
+func terminal(s hitlv1.QuestionState) bool {
+	return s == hitlv1.StateSettled || s == hitlv1.StateCancelled
+}
+
+// checkQuestion checks one version of a question, alone and against the
+// version before it.
+func (r *recorder) checkQuestion(prev, q *hitlv1.UserQuestion, deleted bool) {
+	st := &q.Status
+	at := fmt.Sprintf("question %s (resourceVersion %s, state %q)", q.Name, q.ResourceVersion, st.State)
+
+	// The deadline is the one SPEC §6 gives, and never moves.
+	if q.Spec.Timeout == nil {
+		if st.Deadline != nil {
+			r.violate("%s: a blocking question has deadline %s", at, st.Deadline)
+		}
+	} else if st.Deadline != nil {
+		var askedAt *time.Time
+		if q.Spec.AskedAt != nil {
+			askedAt = &q.Spec.AskedAt.Time
+		}
+		if want := model.WindowStart(q.CreationTimestamp.Time, askedAt).Add(q.Spec.Timeout.Duration); !st.Deadline.Time.Equal(want) {
+			r.violate("%s: deadline %s, want %s", at, st.Deadline.Time, want)
+		}
+	}
+	// No transition to Continued before the deadline: continuedAt is the
+	// fake time of a clock step, at or after the deadline.
+	if st.ContinuedAt != nil {
+		switch {
+		case st.Deadline == nil:
+			r.violate("%s: continuedAt without a deadline", at)
+		case st.ContinuedAt.Time.Before(st.Deadline.Time):
+			r.violate("%s: continued at %s, before its deadline %s", at, st.ContinuedAt.Time, st.Deadline.Time)
+		}
+		if off := st.ContinuedAt.Time.Sub(r.t0); off%model.Slot != 0 {
+			r.violate("%s: continued at %s, which is no time the fake clock showed", at, st.ContinuedAt.Time)
+		}
+	}
+	if st.State == hitlv1.StateContinued && st.ContinuedAt == nil {
+		r.violate("%s: Continued without continuedAt", at)
+	}
+	if st.QueuedReply != nil {
+		if st.State != hitlv1.StateContinued {
+			r.violate("%s: a queued reply on a question that is not Continued", at)
+		}
+		if s, ok := r.sent[st.QueuedReply.Name]; !ok || !sameAnswers(s.answers, st.QueuedReply.Answers) {
+			r.violate("%s: queued answers %v are not reply %s's batch", at, st.QueuedReply.Answers, st.QueuedReply.Name)
+		}
+	}
+	// status.answers is the batch of the reply that settled the question.
+	switch s := st.Settlement; {
+	case s != nil:
+		if st.State != hitlv1.StateSettled {
+			r.violate("%s: a settlement on a question that is not Settled", at)
+		}
+		if b, ok := r.sent[s.Reply]; !ok || !sameAnswers(b.answers, st.Answers) {
+			r.violate("%s: answers %v are not the batch of reply %s", at, st.Answers, s.Reply)
+		}
+		if s.Late != (st.ContinuedAt != nil) {
+			r.violate("%s: settlement.late is %v but continuedAt is %v", at, s.Late, st.ContinuedAt)
+		}
+	case st.State == hitlv1.StateSettled:
+		r.violate("%s: Settled without a settlement", at)
+	case len(st.Answers) > 0:
+		r.violate("%s: answers without a settlement", at)
+	}
+
+	if prev != nil {
+		was := prev.Status.State
+		// A question is settled at most once.
+		if prev.Status.Settlement != nil && !equality.Semantic.DeepEqual(prev.Status.Settlement, st.Settlement) {
+			r.violate("%s: settlement changed from %s to %s", at, settlementString(prev.Status.Settlement), settlementString(st.Settlement))
+		}
+		if terminal(was) && st.State != was {
+			r.violate("%s: left %s", at, was)
+		}
+		if was == hitlv1.StateContinued && st.State == hitlv1.StateOpen {
+			r.violate("%s: went back from Continued to Open", at)
+		}
+		if was != "" && st.State == "" {
+			r.violate("%s: lost its state", at)
+		}
+		if d := prev.Status.Deadline; d != nil && (st.Deadline == nil || !d.Time.Equal(st.Deadline.Time)) {
+			r.violate("%s: deadline moved from %s to %v", at, d.Time, st.Deadline)
+		}
+		if c := prev.Status.ContinuedAt; c != nil && (st.ContinuedAt == nil || !c.Time.Equal(st.ContinuedAt.Time)) {
+			r.violate("%s: continuedAt moved from %s to %v", at, c.Time, st.ContinuedAt)
+		}
+	}
+	// Only a TTL deletes a question in this test, and only a finished one.
+	if deleted && (!terminal(st.State) || q.Spec.TTLSecondsAfterFinished == nil) {
+		ttl := "none"
+		if t := q.Spec.TTLSecondsAfterFinished; t != nil {
+			ttl = fmt.Sprint(*t)
+		}
+		r.violate("%s: deleted while %q (ttl %s)", at, st.State, ttl)
+	}
+}
+
+func settlementString(s *hitlv1.Settlement) string {
+	if s == nil {
+		return "none"
+	}
+	by := "nobody"
+	if s.AnsweredBy != nil {
+		by = s.AnsweredBy.Username
+	}
+	return fmt.Sprintf("{reply %s by %s, late %v, at %s}", s.Reply, by, s.Late, s.At.Time.Format(time.RFC3339Nano))
+}
+
+func final(o hitlv1.ReplyOutcome) bool {
+	return o == hitlv1.OutcomeApplied || o == hitlv1.OutcomeAdmitted || o == hitlv1.OutcomeRejected
+}
+
+// checkReply checks that a reply reaches exactly one final outcome:
+// Applied, Admitted and Rejected never change, and Queued changes only to
+// Admitted or Rejected.
+func (r *recorder) checkReply(prev, reply *hitlv1.QuestionReply, deleted bool) {
+	st := &reply.Status
+	at := fmt.Sprintf("reply %s (resourceVersion %s, outcome %q)", reply.Name, reply.ResourceVersion, st.Outcome)
+	if st.Outcome == hitlv1.OutcomeRejected && st.Reason == "" || st.Outcome != hitlv1.OutcomeRejected && st.Reason != "" {
+		r.violate("%s: reason %q", at, st.Reason)
+	}
+	if prev != nil {
+		was := prev.Status
+		switch {
+		case final(was.Outcome) && (st.Outcome != was.Outcome || st.Reason != was.Reason):
+			r.violate("%s: final outcome %s/%s changed to %s/%s", at, was.Outcome, was.Reason, st.Outcome, st.Reason)
+		case was.Outcome == hitlv1.OutcomeQueued && st.Outcome != hitlv1.OutcomeQueued &&
+			st.Outcome != hitlv1.OutcomeAdmitted && st.Outcome != hitlv1.OutcomeRejected:
+			r.violate("%s: Queued changed to %q", at, st.Outcome)
+		}
+	}
+	// A reply the controller deletes (with its question, after the TTL)
+	// has its outcome written first.
+	if deleted && !r.testDeleted[reply.Name] && !final(st.Outcome) {
+		r.violate("%s: deleted by the controller before its final outcome", at)
+	}
+}
+
+// sameAnswers compares two batches item by item, an absent list being
+// equal to an empty one.
+func sameAnswers(a, b []hitlv1.AnswerItem) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Custom != b[i].Custom || len(a[i].Selected) != len(b[i].Selected) {
+			return false
+		}
+		for j := range a[i].Selected {
+			if a[i].Selected[j] != b[i].Selected[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compare lists every difference between the model and the objects as the
+// watches last saw them.
+func (r *recorder) compare(m *model.Model) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var diffs []string
+	add := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+
+	for _, name := range m.QuestionNames() {
+		want := m.Questions[name]
+		got, exists := r.questions[name]
+		if want.Deleted {
+			if exists {
+				add("question %s: exists (%s), want deleted after its TTL", name, got.Status.State)
+				continue
+			}
+			gone, seen := r.goneQuestions[name]
+			if !seen {
+				add("question %s: deletion not seen yet", name)
+				continue
+			}
+			if !r.lost["uq/"+name] {
+				diffs = append(diffs, questionDiff(m, want, gone, "last version before deletion: ")...)
+			}
+			continue
+		}
+		if !exists {
+			add("question %s: missing, want %s", name, want.State)
+			continue
+		}
+		diffs = append(diffs, questionDiff(m, want, got, "")...)
+	}
+	for name := range r.questions {
+		if _, known := m.Questions[name]; !known {
+			add("question %s: exists, unknown to the model", name)
+		}
+	}
+
+	for _, name := range m.ReplyNames() {
+		want := m.Replies[name]
+		got, exists := r.replies[name]
+		if want.Deleted {
+			if exists {
+				add("reply %s: exists (%s/%s), want deleted", name, got.Status.Outcome, got.Status.Reason)
+				continue
+			}
+			gone, seen := r.goneReplies[name]
+			if !seen {
+				add("reply %s: deletion not seen yet", name)
+				continue
+			}
+			if !r.lost["qr/"+name] && (gone.Status.Outcome != want.Outcome || gone.Status.Reason != want.Reason) {
+				add("reply %s: deleted as %s/%s, want %s/%s", name, gone.Status.Outcome, gone.Status.Reason, want.Outcome, want.Reason)
+			}
+			continue
+		}
+		if !exists {
+			add("reply %s: missing, want %s/%s", name, want.Outcome, want.Reason)
+			continue
+		}
+		if got.Status.Outcome != want.Outcome || got.Status.Reason != want.Reason {
+			add("reply %s (to %s): %q/%q, want %q/%q", name, want.Question, got.Status.Outcome, got.Status.Reason, want.Outcome, want.Reason)
+		}
+	}
+	for name := range r.replies {
+		if _, known := m.Replies[name]; !known {
+			add("reply %s: exists, unknown to the model", name)
+		}
+	}
+	sort.Strings(diffs)
+	return diffs
+}
+
+// questionDiff compares one question with the model's prediction.
+func questionDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion, prefix string) []string {
+	var diffs []string
+	add := func(format string, args ...any) {
+		diffs = append(diffs, fmt.Sprintf("question %s: %s", want.Name, prefix)+fmt.Sprintf(format, args...))
+	}
+	st := &got.Status
+	if st.State != want.State {
+		add("state %q, want %q", st.State, want.State)
+	}
+	switch {
+	case want.Timed && st.Deadline == nil:
+		add("no deadline, want %s", want.Deadline)
+	case want.Timed && !st.Deadline.Time.Equal(want.Deadline):
+		add("deadline %s, want %s", st.Deadline.Time, want.Deadline)
+	case !want.Timed && st.Deadline != nil:
+		add("deadline %s on a blocking question", st.Deadline.Time)
+	}
+	switch {
+	case want.Continued && st.ContinuedAt == nil:
+		add("no continuedAt, want %s (slot %d)", m.At(want.ContinuedSlot), want.ContinuedSlot)
+	case want.Continued && !st.ContinuedAt.Time.Equal(m.At(want.ContinuedSlot)):
+		add("continuedAt %s, want %s (slot %d)", st.ContinuedAt.Time, m.At(want.ContinuedSlot), want.ContinuedSlot)
+	case !want.Continued && st.ContinuedAt != nil:
+		add("continuedAt %s, want none", st.ContinuedAt.Time)
+	}
+	switch {
+	case want.Queued == "" && st.QueuedReply != nil:
+		add("queued reply %s, want none", st.QueuedReply.Name)
+	case want.Queued != "" && st.QueuedReply == nil:
+		add("no queued reply, want %s", want.Queued)
+	case want.Queued != "" && st.QueuedReply.Name != want.Queued:
+		add("queued reply %s, want %s", st.QueuedReply.Name, want.Queued)
+	case want.Queued != "" && !st.QueuedReply.QueuedAt.Time.Equal(m.At(want.QueuedSlot)):
+		add("queuedAt %s, want %s (slot %d)", st.QueuedReply.QueuedAt.Time, m.At(want.QueuedSlot), want.QueuedSlot)
+	}
+	switch s := st.Settlement; {
+	case want.Settlement == nil && s != nil:
+		add("settled by %s, want no settlement", s.Reply)
+	case want.Settlement != nil && s == nil:
+		add("no settlement, want reply %s (late %v)", want.Settlement.Reply, want.Settlement.Late)
+	case want.Settlement != nil:
+		if s.Reply != want.Settlement.Reply || s.Late != want.Settlement.Late {
+			add("settled by %s (late %v), want %s (late %v)", s.Reply, s.Late, want.Settlement.Reply, want.Settlement.Late)
+		}
+		if wantAt := m.At(want.Settlement.Slot); !s.At.Time.Equal(wantAt) {
+			add("settled at %s, want %s (slot %d)", s.At.Time, wantAt, want.Settlement.Slot)
+		}
+	}
+	if want.Settlement == nil && len(st.Answers) > 0 {
+		add("answers %v, want none", st.Answers)
+	}
+	if gotClaims, wantClaims := st.Claims, m.ListedClaims(want.Name); !want.Deleted && !equality.Semantic.DeepEqual(normClaims(gotClaims), normClaims(wantClaims)) {
+		add("claims %v, want %v", gotClaims, wantClaims)
+	} else if !want.Deleted && int(st.ClaimCount) != len(wantClaims) {
+		add("claimCount %d, want %d", st.ClaimCount, len(wantClaims))
+	}
+	return diffs
+}
+
+func normClaims(c []hitlv1.ClaimHolder) []hitlv1.ClaimHolder {
+	if len(c) == 0 {
+		return nil
+	}
+	return c
+}
+
+// settledBy checks what the model cannot know alone: the answers and the
+// answerer of the reply a question was settled (or queued) with.
+func (r *recorder) settledBy() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var diffs []string
+	for name, q := range r.questions {
+		if s := q.Status.Settlement; s != nil {
+			if b := r.sent[s.Reply]; s.AnsweredBy == nil || s.AnsweredBy.Username != b.by {
+				diffs = append(diffs, fmt.Sprintf("question %s: settlement.answeredBy %v, want %s", name, s.AnsweredBy, b.by))
+			}
+		}
+		if qr := q.Status.QueuedReply; qr != nil {
+			if b := r.sent[qr.Name]; qr.AnsweredBy == nil || qr.AnsweredBy.Username != b.by {
+				diffs = append(diffs, fmt.Sprintf("question %s: queuedReply.answeredBy %v, want %s", name, qr.AnsweredBy, b.by))
+			}
+		}
+	}
+	sort.Strings(diffs)
+	return diffs
+}
+
+func (r *recorder) takeViolations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.violations
+	r.violations = nil
+	return v
+}
+
+func (r *recorder) noteSent(name string, s sent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent[name] = s
+}
+
+func (r *recorder) noteDeleting(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.testDeleted[name] = true
+}
+
+func (r *recorder) counts() (versions, relists int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.versions, r.relists
+}

@@ -1,0 +1,586 @@
+package model_test
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/test/model"
+)
+
+// Operation kinds.
+const (
+	kAsk         = "ask"          // a timed or blocking question
+	kAskClaimed  = "ask-claimed"  // claims first, then a question whose window may have closed already
+	kReply       = "reply"        // a valid batch, to any question or a missing one
+	kBadReply    = "reply-bad"    // a batch that breaks the batch rules (BAD_ANSWER)
+	kClaim       = "claim"        // a claim Lease on a question
+	kRenew       = "renew"        // a claim's renewal
+	kUnclaim     = "unclaim"      // a claim's deletion
+	kAdmit       = "admit"        // the agent admits the queued reply
+	kAdmitWrong  = "admit-wrong"  // spec.admittedReply naming a reply that is not queued
+	kWithdraw    = "withdraw"     // deleting a queued reply
+	kDeleteReply = "delete-reply" // deleting a reply that is not queued
+	kCancel      = "cancel"       // spec.cancelled
+	kStep        = "step"         // the fake clock moves by whole slots
+	kRestart     = "restart"      // the manager stops and starts again; some operations happen meanwhile
+)
+
+var weights = []struct {
+	kind   string
+	weight int
+}{
+	{kAsk, 12}, {kAskClaimed, 3}, {kReply, 20}, {kBadReply, 6}, {kClaim, 7}, {kRenew, 5}, {kUnclaim, 5},
+	{kAdmit, 8}, {kAdmitWrong, 3}, {kWithdraw, 5}, {kDeleteReply, 2}, {kCancel, 5}, {kStep, 14}, {kRestart, 3},
+}
+
+// op is one operation, as generated and as the report prints it.
+type op struct {
+	Kind string
+	// Q, R and Lease name the question, reply and claim operated on.
+	Q, R, Lease string
+	// Holder is the claim's holder or the reply's answerer.
+	Holder string
+	// Ask parameters.
+	Shape   int
+	Timeout time.Duration // 0: blocking
+	TTL     *int32
+	AskedAt string // "", "now" or "stale" (ignored by the controller)
+	Leases  []string
+	// Reply parameters.
+	Answers []hitlv1.AnswerItem
+	Valid   bool
+	// Claim parameters.
+	Seconds int32
+	// Slots is a clock step.
+	Slots int
+	// Want is the API server's answer the model predicts for an update:
+	// "" (accepted), "invalid" or "not found".
+	Want string
+	// Sub are the operations done while the manager was down.
+	Sub []op
+}
+
+func (o op) String() string {
+	var b strings.Builder
+	b.WriteString(o.Kind)
+	switch o.Kind {
+	case kAsk, kAskClaimed:
+		fmt.Fprintf(&b, " %s shape=%d", o.Q, o.Shape)
+		if o.Timeout > 0 {
+			fmt.Fprintf(&b, " timeout=%s", o.Timeout)
+		} else {
+			b.WriteString(" blocking")
+		}
+		if o.TTL != nil {
+			fmt.Fprintf(&b, " ttl=%d", *o.TTL)
+		}
+		if o.AskedAt != "" {
+			fmt.Fprintf(&b, " askedAt=%s", o.AskedAt)
+		}
+		if len(o.Leases) > 0 {
+			fmt.Fprintf(&b, " claims=%v", o.Leases)
+		}
+	case kReply, kBadReply:
+		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.Holder, batchString(o.Answers))
+	case kClaim:
+		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Lease, o.Q, o.Holder, o.Seconds)
+	case kRenew, kUnclaim:
+		fmt.Fprintf(&b, " %s", o.Lease)
+	case kAdmit, kAdmitWrong:
+		fmt.Fprintf(&b, " %s admits %s", o.Q, o.R)
+	case kWithdraw, kDeleteReply:
+		fmt.Fprintf(&b, " %s", o.R)
+	case kCancel:
+		fmt.Fprintf(&b, " %s", o.Q)
+	case kStep:
+		fmt.Fprintf(&b, " +%d slot(s)", o.Slots)
+	case kRestart:
+		b.WriteString(" [while down:")
+		for _, s := range o.Sub {
+			b.WriteString(" {" + s.String() + "}")
+		}
+		b.WriteString("]")
+	}
+	if o.Want != "" {
+		fmt.Fprintf(&b, " (want %s)", o.Want)
+	}
+	return b.String()
+}
+
+func batchString(items []hitlv1.AnswerItem) string {
+	var parts []string
+	for _, a := range items {
+		p := a.ID + "=" + strings.Join(a.Selected, "+")
+		if a.Custom != "" {
+			p += "/custom"
+		}
+		parts = append(parts, p)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// shapes are the asks the test makes: their questions, ids and options.
+var shapes = [][]hitlv1.Question{
+	{
+		{ID: "env", Question: "Where?", Options: options("staging", "prod")},
+		{ID: "notes", Question: "Anything else?"},
+	},
+	{
+		{ID: "food", Question: "What for lunch?", Options: options("pizza", "sushi", "salad"), MultiSelect: true},
+	},
+	{
+		{ID: "ok", Question: "Go ahead?", Options: options("yes", "no")},
+	},
+}
+
+func options(labels ...string) []hitlv1.QuestionOption {
+	var out []hitlv1.QuestionOption
+	for _, l := range labels {
+		out = append(out, hitlv1.QuestionOption{Label: l})
+	}
+	return out
+}
+
+var holders = []string{"alice", "bob", "carol"}
+
+// validBatch answers every question of a shape following the batch rules
+// of SPEC §1, skipping some but never all.
+func validBatch(rng *rand.Rand, qs []hitlv1.Question) []hitlv1.AnswerItem {
+	for {
+		var items []hitlv1.AnswerItem
+		skipped := 0
+		for _, q := range qs {
+			item := hitlv1.AnswerItem{ID: q.ID}
+			switch {
+			case len(q.Options) == 0:
+				if rng.Intn(10) < 7 {
+					item.Custom = "free text"
+				}
+			case q.MultiSelect:
+				for _, o := range q.Options {
+					if rng.Intn(2) == 0 {
+						item.Selected = append(item.Selected, o.Label)
+					}
+				}
+				if rng.Intn(10) < 3 {
+					item.Custom = "and something else"
+				}
+			default:
+				switch rng.Intn(10) {
+				case 0, 1, 2, 3, 4, 5:
+					item.Selected = []string{q.Options[rng.Intn(len(q.Options))].Label}
+				case 6, 7:
+					item.Custom = "my own answer"
+				}
+			}
+			if len(item.Selected) == 0 && item.Custom == "" {
+				skipped++
+			}
+			items = append(items, item)
+		}
+		if skipped < len(qs) {
+			return items
+		}
+	}
+}
+
+// badBatch breaks one batch rule of SPEC §1 in a batch that the CRD still
+// admits (not empty, not all skipped, no duplicate id or label).
+func badBatch(rng *rand.Rand, qs []hitlv1.Question) []hitlv1.AnswerItem {
+	for {
+		items := validBatch(rng, qs)
+		i := rng.Intn(len(qs))
+		q, item := qs[i], &items[i]
+		switch rng.Intn(6) {
+		case 0: // a label that is not an option
+			item.Selected, item.Custom = []string{"not-an-option"}, ""
+		case 1: // two labels on a single-select question
+			if q.MultiSelect || len(q.Options) < 2 {
+				continue
+			}
+			item.Selected, item.Custom = []string{q.Options[0].Label, q.Options[1].Label}, ""
+		case 2: // a label and custom text on a single-select question
+			if q.MultiSelect || len(q.Options) == 0 {
+				continue
+			}
+			item.Selected, item.Custom = []string{q.Options[0].Label}, "and also this"
+		case 3: // a question id missing
+			if len(qs) < 2 {
+				continue
+			}
+			rest := append(append([]hitlv1.AnswerItem{}, items[:i]...), items[i+1:]...)
+			if allSkipped(rest) {
+				continue
+			}
+			return rest
+		case 4: // an id that is not a question of the ask
+			items = append(items, hitlv1.AnswerItem{ID: "extra", Custom: "unasked"})
+		case 5: // a label on a question without options
+			if len(q.Options) > 0 {
+				continue
+			}
+			item.Selected = []string{"yes"}
+		}
+		return items
+	}
+}
+
+func allSkipped(items []hitlv1.AnswerItem) bool {
+	for _, a := range items {
+		if len(a.Selected) > 0 || a.Custom != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// generator chooses operations from a seeded source and the model's
+// state, so that a seed always gives the same run.
+type generator struct {
+	rng *rand.Rand
+	m   *model.Model
+	// shapeOf is each question's shape.
+	shapeOf map[string]int
+	// n numbers the names of new objects.
+	nq, nr, nc, nmissing int
+}
+
+func (g *generator) pick(names []string) string { return names[g.rng.Intn(len(names))] }
+
+// active are the questions that exist and are Open or Continued.
+func (g *generator) active() []string {
+	var out []string
+	for _, name := range g.m.QuestionNames() {
+		if q := g.m.Questions[name]; !q.Deleted && !terminal(q.State) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// existing are the questions that exist.
+func (g *generator) existing() []string {
+	var out []string
+	for _, name := range g.m.QuestionNames() {
+		if !g.m.Questions[name].Deleted {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// target picks a question to reply to or claim: mostly an active one (now
+// and then one with a queued reply), sometimes any question ever asked,
+// and a few times one never asked.
+func (g *generator) target() string {
+	active, all, queued := g.active(), g.m.QuestionNames(), g.queuedReplies()
+	switch r := g.rng.Float64(); {
+	case r < 0.15 && len(queued) > 0:
+		return g.m.Replies[g.pick(queued)].Question
+	case r < 0.85 && len(active) > 0:
+		return g.pick(active)
+	case r < 0.97 && len(all) > 0:
+		return g.pick(all)
+	default:
+		g.nmissing++
+		return fmt.Sprintf("never-asked-%d", g.nmissing)
+	}
+}
+
+// queuedReplies are the names of the replies queued on existing questions.
+func (g *generator) queuedReplies() []string {
+	var out []string
+	for _, name := range g.existing() {
+		if r := g.m.Questions[name].Queued; r != "" {
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (g *generator) kind() string {
+	total := 0
+	w := make([]int, len(weights))
+	for i, k := range weights {
+		w[i] = k.weight
+		if k.kind == kAsk && len(g.active()) > 25 {
+			w[i] = 2 // enough open questions: answer them instead
+		}
+		total += w[i]
+	}
+	n := g.rng.Intn(total)
+	for i, k := range weights {
+		if n < w[i] {
+			return k.kind
+		}
+		n -= w[i]
+	}
+	panic("unreachable")
+}
+
+// slots is a clock step: mostly one slot, so that windows are seen to
+// close at the very slot of their deadline, sometimes two or three.
+func (g *generator) slots() int {
+	return []int{1, 1, 1, 1, 1, 2, 2, 2, 3, 3}[g.rng.Intn(10)]
+}
+
+func (g *generator) newQuestion() string { g.nq++; return fmt.Sprintf("q%04d", g.nq) }
+func (g *generator) newReply() string    { g.nr++; return fmt.Sprintf("r%05d", g.nr) }
+func (g *generator) newLease() string    { g.nc++; return fmt.Sprintf("c%04d", g.nc) }
+
+// ask chooses an ask. Most timed asks close their window one to two hours
+// of fake time after they are made (the fake clock runs ahead of real
+// time, so their timeout includes how far it has run); some take a plain
+// timeout of one to two hours, whose window has closed at creation once the
+// fake clock has run past it.
+func (g *generator) ask(kind string) op {
+	o := op{Kind: kind, Q: g.newQuestion(), Shape: g.rng.Intn(len(shapes))}
+	window := time.Duration(2+g.rng.Intn(3)) * model.Slot
+	switch r := g.rng.Intn(10); {
+	case kind == kAskClaimed:
+		o.Timeout = window
+		for range 1 + g.rng.Intn(2) {
+			o.Leases = append(o.Leases, g.newLease())
+		}
+	case r < 6:
+		o.Timeout = time.Duration(g.m.Slots)*model.Slot + window
+	case r < 8:
+		o.Timeout = window
+	}
+	switch g.rng.Intn(10) {
+	case 0, 1:
+		o.TTL = ptrTo(int32(0))
+	case 2, 3:
+		o.TTL = ptrTo(int32(1800))
+	case 4:
+		o.TTL = ptrTo(int32(3600))
+	}
+	switch g.rng.Intn(10) {
+	case 0, 1, 2:
+		o.AskedAt = "now"
+	case 3:
+		o.AskedAt = "stale"
+	}
+	g.shapeOf[o.Q] = o.Shape
+	return o
+}
+
+func (g *generator) reply(kind, question string) op {
+	shape, ok := g.shapeOf[question]
+	if !ok {
+		shape = g.rng.Intn(len(shapes))
+	}
+	o := op{Kind: kind, Q: question, R: g.newReply(), Holder: g.pick(holders), Valid: kind == kReply}
+	if o.Valid {
+		o.Answers = validBatch(g.rng, shapes[shape])
+	} else {
+		o.Answers = badBatch(g.rng, shapes[shape])
+	}
+	return o
+}
+
+func (g *generator) claim(question string) op {
+	return op{Kind: kClaim, Q: question, Lease: g.newLease(), Holder: g.pick(holders), Seconds: int32(60 + g.rng.Intn(241))}
+}
+
+// next chooses the next operation while the manager runs; ok is false when
+// the chosen kind has nothing to work on, and another is chosen.
+func (g *generator) next() op {
+	for {
+		if o, ok := g.try(g.kind()); ok {
+			return o
+		}
+	}
+}
+
+func (g *generator) try(kind string) (op, bool) {
+	switch kind {
+	case kAsk, kAskClaimed:
+		return g.ask(kind), true
+	case kReply, kBadReply:
+		return g.reply(kind, g.target()), true
+	case kClaim:
+		if len(g.m.QuestionNames()) == 0 {
+			return op{}, false
+		}
+		// Claims name questions that were asked: the controller judges a
+		// claim from when it sees it for its question, and a claim of a
+		// question never asked has no such time.
+		active, all := g.active(), g.m.QuestionNames()
+		if len(active) > 0 && g.rng.Intn(10) < 8 {
+			return g.claim(g.pick(active)), true
+		}
+		return g.claim(g.pick(all)), true
+	case kRenew, kUnclaim:
+		leases := g.m.ClaimNames()
+		if len(leases) == 0 {
+			return op{}, false
+		}
+		return op{Kind: kind, Lease: g.pick(leases)}, true
+	case kAdmit:
+		queued := g.queuedReplies()
+		if len(queued) == 0 {
+			return op{}, false
+		}
+		r := g.pick(queued)
+		return op{Kind: kind, Q: g.m.Replies[r].Question, R: r}, true
+	case kAdmitWrong:
+		existing := g.existing()
+		if len(existing) == 0 {
+			return op{}, false
+		}
+		q := g.pick(existing)
+		var r string
+		var own []string
+		for _, name := range g.m.ReplyNames() {
+			if g.m.Replies[name].Question == q {
+				own = append(own, name)
+			}
+		}
+		switch {
+		case len(own) > 0 && g.rng.Intn(2) == 0:
+			r = g.pick(own) // perhaps the queued one: then it is accepted
+		case len(g.m.ReplyNames()) > 0 && g.rng.Intn(2) == 0:
+			r = g.pick(g.m.ReplyNames())
+		default:
+			r = "never-sent"
+		}
+		return op{Kind: kind, Q: q, R: r}, true
+	case kWithdraw:
+		queued := g.queuedReplies()
+		if len(queued) == 0 {
+			return op{}, false
+		}
+		return op{Kind: kind, R: g.pick(queued)}, true
+	case kDeleteReply:
+		var candidates []string
+		for _, name := range g.m.ReplyNames() {
+			if r := g.m.Replies[name]; !r.Deleted && r.Outcome != hitlv1.OutcomeQueued {
+				candidates = append(candidates, name)
+			}
+		}
+		if len(candidates) == 0 {
+			return op{}, false
+		}
+		return op{Kind: kind, R: g.pick(candidates)}, true
+	case kCancel:
+		active, existing := g.active(), g.existing()
+		if len(active) > 0 && g.rng.Intn(10) < 8 {
+			return op{Kind: kind, Q: g.pick(active)}, true
+		}
+		if len(existing) == 0 {
+			return op{}, false
+		}
+		return op{Kind: kind, Q: g.pick(existing)}, true
+	case kStep:
+		return op{Kind: kind, Slots: g.slots()}, true
+	case kRestart:
+		return op{Kind: kind}, true
+	}
+	panic("unknown kind " + kind)
+}
+
+// downtime chooses what happens while the manager is down, one operation
+// at a time as the model moves: first clock steps, then claims, then asks,
+// replies and the agent's updates. The manager, once back, sees all of it
+// at once and decides each question's agent update before its replies, in
+// creation order; so that the order of decisions cannot matter, a question
+// gets either replies or one agent update while the manager is down, no
+// reply is deleted before the manager has seen it, and no reply goes to a
+// question whose window has closed with no claim to hold it (the reply's
+// real creation time lies inside the window, which the manager, back,
+// would honour).
+type downtime struct {
+	g       *generator
+	phase   int
+	left    int
+	replied map[string]bool
+	updated map[string]bool
+	created map[string]bool
+	// last is the question last replied to.
+	last string
+}
+
+func (g *generator) downtime() *downtime {
+	return &downtime{g: g, replied: map[string]bool{}, updated: map[string]bool{}, created: map[string]bool{}}
+}
+
+// next returns the next operation, or false when the manager starts again.
+func (d *downtime) next() (op, bool) {
+	g := d.g
+	for {
+		switch d.phase {
+		case 0:
+			d.phase++
+			if g.rng.Intn(2) == 0 {
+				return op{Kind: kStep, Slots: g.slots()}, true
+			}
+		case 1:
+			d.phase, d.left = 2, g.rng.Intn(3)
+		case 2:
+			if d.left == 0 {
+				d.phase, d.left = 3, g.rng.Intn(5)
+				continue
+			}
+			d.left--
+			kind := []string{kClaim, kRenew, kUnclaim}[g.rng.Intn(3)]
+			if o, ok := g.try(kind); ok {
+				return o, true
+			}
+		case 3:
+			if d.left == 0 {
+				return op{}, false
+			}
+			d.left--
+			if o, ok := d.questionOp(); ok {
+				return o, true
+			}
+		}
+	}
+}
+
+func (d *downtime) questionOp() (op, bool) {
+	g := d.g
+	switch kind := []string{kAsk, kReply, kReply, kReply, kBadReply, kCancel, kAdmit, kWithdraw, kDeleteReply}[g.rng.Intn(9)]; kind {
+	case kAsk:
+		return g.ask(kAsk), true
+	case kReply, kBadReply:
+		q := g.target()
+		if d.last != "" && g.rng.Intn(2) == 0 {
+			q = d.last // several replies to one question, for the manager to order
+		}
+		if d.updated[q] || (g.m.Overdue(q) && !g.m.HasClaims(q)) {
+			return op{}, false
+		}
+		d.replied[q], d.last = true, q
+		o := g.reply(kind, q)
+		d.created[o.R] = true
+		return o, true
+	case kDeleteReply:
+		o, ok := g.try(kind)
+		if !ok || d.created[o.R] {
+			return op{}, false
+		}
+		return o, true
+	default:
+		o, ok := g.try(kind)
+		if !ok || d.replied[o.Q] || d.updated[o.Q] {
+			return op{}, false
+		}
+		if kind == kWithdraw {
+			o.Q = g.m.Replies[o.R].Question
+			if d.replied[o.Q] || d.updated[o.Q] {
+				return op{}, false
+			}
+		}
+		d.updated[o.Q] = true
+		return o, true
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

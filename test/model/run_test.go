@@ -1,0 +1,567 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/test/builders"
+	"github.com/hitl-dev/hitl/test/model"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+// Run lengths: a short run in `make test`, a long one in `make model`.
+const defaultOps = 150
+
+// pokeAnnotation is what the test changes on a question after a clock step,
+// so that the controller looks at it again at the new fake time (its own
+// schedule waits in real time).
+const pokeAnnotation = "model.hitl.dev/poke"
+
+// converge is how long the objects may take to match the model after an
+// operation.
+const converge = 15 * time.Second
+
+// TestModel drives the real controller, on a local control plane, and the
+// model of SPEC §1 with the same random operations, and compares them after
+// every operation. HITL_MODEL_SEED replays a run; HITL_MODEL_OPS sets its
+// length; HITL_MODEL_LOG=1 shows the controller's logs (=debug: with every
+// reconcile).
+func TestModel(t *testing.T) {
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("HITL_MODEL_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("HITL_MODEL_SEED=%q: %v", s, err)
+		}
+	}
+	ops := defaultOps
+	if s := os.Getenv("HITL_MODEL_OPS"); s != "" {
+		var err error
+		if ops, err = strconv.Atoi(s); err != nil || ops < 0 {
+			t.Fatalf("HITL_MODEL_OPS=%q: want a number of operations", s)
+		}
+	}
+	t.Logf("seed %d, %d operations (replay: HITL_MODEL_SEED=%d HITL_MODEL_OPS=%d go test ./test/model -run TestModel -count=1 -v)", seed, ops, seed, ops)
+
+	if level := os.Getenv("HITL_MODEL_LOG"); level != "" {
+		// The controller's logs, to follow a replay.
+		o := zap.Options{Development: true, DestWriter: os.Stderr}
+		fs := flag.NewFlagSet("log", flag.ContinueOnError)
+		o.BindFlags(fs)
+		if level == "debug" {
+			_ = fs.Parse([]string{"--zap-log-level=5"}) // every reconcile
+		}
+		logf.SetLogger(zap.New(zap.UseFlagOptions(&o)))
+	}
+	env := testenv.New()
+	cfg, _, err := testenv.Start(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "model-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	// T0 is a whole second, one before now: creation timestamps (whole
+	// seconds, real time) then all lie after it, and every fake time is a
+	// whole second, as condition times are written.
+	t0 := time.Now().Truncate(time.Second).Add(-time.Second)
+	rec := newRecorder(t0)
+	if err := rec.start(ctx, c, ns.Name); err != nil {
+		t.Fatal(err)
+	}
+	m := model.New(t0)
+	d := &driver{t: t, g: NewWithT(t), ctx: ctx, c: c, env: env, ns: ns.Name, seed: seed,
+		clock: clocktesting.NewFakeClock(t0), m: m, rec: rec,
+		gen:   &generator{rng: rand.New(rand.NewSource(seed)), m: m, shapeOf: map[string]int{}},
+		kinds: map[string]int{}}
+	d.startManager()
+	t.Cleanup(func() { d.stopManager() })
+
+	started := time.Now()
+	for i := range ops {
+		d.index = i
+		o := d.gen.next()
+		d.current = &o
+		d.run(&o)
+		d.history = append(d.history, o)
+		d.current = nil
+		d.check()
+	}
+	d.check()
+	d.final()
+
+	versions, relists := rec.counts()
+	kinds := make([]string, 0, len(d.kinds))
+	for k, n := range d.kinds {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("model run passed: seed %d, %d operations in %s, fake clock at slot %d (+%s)",
+		seed, ops, time.Since(started).Round(time.Millisecond), m.Slots, time.Duration(m.Slots)*model.Slot)
+	t.Logf("operations by kind (restart downtime included): %s", strings.Join(kinds, " "))
+	seen := make([]string, 0, len(m.Seen))
+	for k, n := range m.Seen {
+		seen = append(seen, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(seen)
+	t.Logf("the model went through: %s", strings.Join(seen, ", "))
+	t.Logf("%d comparisons with the model passed (%d questions, %d replies at the end); %d object versions passed the invariant checks (%d watch relists)",
+		d.comparisons, len(m.Questions), len(m.Replies), versions, relists)
+}
+
+// driver runs operations against the API and the model.
+type driver struct {
+	t     *testing.T
+	g     Gomega
+	ctx   context.Context
+	c     client.WithWatch
+	env   *envtest.Environment
+	ns    string
+	seed  int64
+	clock *clocktesting.FakeClock
+	m     *model.Model
+	rec   *recorder
+	gen   *generator
+
+	stop     func()
+	index    int
+	history  []op
+	current  *op
+	kinds    map[string]int
+	lastPoke int
+	// lastWrite is when the test last wrote something the controller
+	// reacts to.
+	lastWrite   time.Time
+	comparisons int
+}
+
+func (d *driver) startManager() {
+	c := manager.DefaultConfig()
+	c.Clock = d.clock
+	stop, err := testenv.RunManager(d.env, d.env.Config, c)
+	if err != nil {
+		d.fail("starting the manager: %v", err)
+	}
+	d.stop = stop
+}
+
+func (d *driver) stopManager() {
+	if d.stop != nil {
+		d.stop()
+		d.stop = nil
+	}
+}
+
+// fail reports a failure with everything needed to replay it.
+func (d *driver) fail(format string, args ...any) {
+	d.t.Helper()
+	d.t.Fatalf("%s\n\n%s", fmt.Sprintf(format, args...), d.report())
+}
+
+func (d *driver) report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d, failed at operation %d (replay: HITL_MODEL_SEED=%d HITL_MODEL_OPS=%d go test ./test/model -run TestModel -count=1 -v)\n",
+		d.seed, d.index, d.seed, d.index+1)
+	fmt.Fprintf(&b, "T0 %s, fake clock at slot %d (%s)\noperations:\n", d.m.T0.Format(time.RFC3339), d.m.Slots, d.m.Now().Format(time.RFC3339))
+	for i, o := range d.history {
+		fmt.Fprintf(&b, "  %4d  %s\n", i, o)
+	}
+	if d.current != nil {
+		fmt.Fprintf(&b, "  %4d  %s  (under way)\n", d.index, *d.current)
+	}
+	log := d.m.Log
+	if len(log) > 40 {
+		log = log[len(log)-40:]
+	}
+	b.WriteString("the model's last transitions:\n")
+	for _, l := range log {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// check waits until the objects match the model, and fails on any
+// invariant the watches saw broken.
+func (d *driver) check() {
+	d.t.Helper()
+	var last []string
+	d.g.Eventually(func() []string {
+		if v := d.rec.takeViolations(); len(v) > 0 {
+			last = append([]string{"INVARIANTS BROKEN:"}, v...)
+			StopTrying("invariants broken").Now()
+		}
+		last = append(d.rec.compare(d.m), d.rec.settledBy()...)
+		return last
+	}).WithTimeout(converge).WithPolling(10*time.Millisecond).Should(BeEmpty(), func() string {
+		return fmt.Sprintf("the objects do not match the model after operation %d:\n  %s\n\n%s",
+			d.index, strings.Join(last, "\n  "), d.report())
+	})
+	d.comparisons++
+}
+
+// final checks that every reply has its one outcome, from a fresh list as
+// well as from the watches.
+func (d *driver) final() {
+	var replies hitlv1.QuestionReplyList
+	if err := d.c.List(d.ctx, &replies, client.InNamespace(d.ns)); err != nil {
+		d.fail("listing replies: %v", err)
+	}
+	for _, r := range replies.Items {
+		want := d.m.Replies[r.Name]
+		if want == nil || want.Deleted || r.Status.Outcome != want.Outcome || r.Status.Reason != want.Reason {
+			d.fail("reply %s is %s/%s in a fresh list; the model has %+v", r.Name, r.Status.Outcome, r.Status.Reason, want)
+		}
+	}
+	for _, name := range d.m.ReplyNames() {
+		if r := d.m.Replies[name]; r.Outcome == "" {
+			d.fail("reply %s never got an outcome in the model", name)
+		}
+	}
+	var questions hitlv1.UserQuestionList
+	if err := d.c.List(d.ctx, &questions, client.InNamespace(d.ns)); err != nil {
+		d.fail("listing questions: %v", err)
+	}
+	for _, q := range questions.Items {
+		want := d.m.Questions[q.Name]
+		if want == nil || want.Deleted {
+			d.fail("question %s exists in a fresh list; the model has %+v", q.Name, want)
+		}
+		if diffs := questionDiff(d.m, want, &q, "fresh list: "); len(diffs) > 0 {
+			d.fail("%s", strings.Join(diffs, "\n"))
+		}
+	}
+}
+
+// run performs one operation on the API and the model.
+func (d *driver) run(o *op) {
+	d.t.Helper()
+	d.kinds[o.Kind]++
+	switch o.Kind {
+	case kAsk:
+		d.ask(o)
+	case kAskClaimed:
+		for _, lease := range o.Leases {
+			c := op{Kind: kClaim, Q: o.Q, Lease: lease, Holder: d.gen.pick(holders), Seconds: 120}
+			d.claim(&c)
+		}
+		// The manager sees the claims, for a question it does not know
+		// yet, before the question itself.
+		d.waitQuiet()
+		d.ask(o)
+	case kReply, kBadReply:
+		d.reply(o)
+	case kClaim:
+		d.claim(o)
+	case kRenew:
+		d.write(func() error {
+			var l coordinationv1.Lease
+			if err := d.c.Get(d.ctx, d.key(o.Lease), &l); err != nil {
+				return err
+			}
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			return d.c.Update(d.ctx, &l)
+		})
+		d.m.Renew(o.Lease)
+	case kUnclaim:
+		d.must(d.c.Delete(d.ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: o.Lease, Namespace: d.ns}}))
+		d.lastWrite = time.Now()
+		d.m.Unclaim(o.Lease)
+	case kAdmit, kAdmitWrong:
+		d.update(o, func() error { return d.m.Admit(o.Q, o.R) }, func(q *hitlv1.UserQuestion) { q.Spec.AdmittedReply = o.R })
+	case kCancel:
+		d.update(o, func() error { return d.m.Cancel(o.Q) }, func(q *hitlv1.UserQuestion) { q.Spec.Cancelled = true })
+	case kWithdraw, kDeleteReply:
+		d.rec.noteDeleting(o.R)
+		d.must(d.c.Delete(d.ctx, &hitlv1.QuestionReply{ObjectMeta: metav1.ObjectMeta{Name: o.R, Namespace: d.ns}}))
+		d.lastWrite = time.Now()
+		d.m.DeleteReply(o.R)
+	case kStep:
+		if !d.m.Down() {
+			// Whatever the controller was told before the step, it sees
+			// at the time before the step (claims' renewals above all).
+			d.waitQuiet()
+		}
+		pokes := d.pokes()
+		d.m.Step(o.Slots)
+		d.clock.SetTime(d.m.Now())
+		if !d.m.Down() {
+			d.poke(pokes)
+		}
+	case kRestart:
+		d.restart(o)
+	}
+}
+
+func (d *driver) key(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: d.ns, Name: name}
+}
+
+func (d *driver) must(err error) {
+	d.t.Helper()
+	if err != nil {
+		d.fail("operation %d: %v", d.index, err)
+	}
+}
+
+// write runs an update, again when it loses a race (with a poke or a
+// status write).
+func (d *driver) write(f func() error) {
+	d.t.Helper()
+	for range 20 {
+		err := f()
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		d.must(err)
+		d.lastWrite = time.Now()
+		return
+	}
+	d.fail("operation %d: 20 conflicts in a row", d.index)
+}
+
+func (d *driver) ask(o *op) {
+	q := builders.Question(o.Q, d.ns).Agent("bot").Label(hitlv1.AgentLabel, "bot").Obj()
+	q.Spec.Questions = append([]hitlv1.Question(nil), shapes[o.Shape]...)
+	if o.Timeout > 0 {
+		q.Spec.Timeout = &metav1.Duration{Duration: o.Timeout}
+	}
+	q.Spec.TTLSecondsAfterFinished = o.TTL
+	switch o.AskedAt {
+	case "now":
+		q.Spec.AskedAt = &metav1.MicroTime{Time: time.Now()}
+	case "stale":
+		q.Spec.AskedAt = &metav1.MicroTime{Time: time.Now().Add(-10 * time.Minute)}
+	}
+	d.must(d.c.Create(d.ctx, q))
+	d.lastWrite = time.Now()
+	a := model.Ask{Name: o.Q, Created: q.CreationTimestamp.Time, TTL: o.TTL}
+	if q.Spec.AskedAt != nil {
+		a.AskedAt = &q.Spec.AskedAt.Time
+	}
+	if q.Spec.Timeout != nil {
+		a.Timeout = &q.Spec.Timeout.Duration
+	}
+	d.m.Ask(a)
+}
+
+func (d *driver) reply(o *op) {
+	r := builders.Reply(o.R, d.ns, o.Q).AnsweredBy(o.Holder).Obj()
+	r.Labels = map[string]string{hitlv1.QuestionLabel: o.Q, hitlv1.AgentLabel: "bot"}
+	r.Spec.Answers = o.Answers
+	d.rec.noteSent(o.R, sent{answers: o.Answers, by: o.Holder})
+	d.must(d.c.Create(d.ctx, r))
+	d.lastWrite = time.Now()
+	d.m.Reply(o.R, o.Q, o.Valid)
+}
+
+func (d *driver) claim(o *op) {
+	holder, seconds := o.Holder, o.Seconds
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: o.Lease, Namespace: d.ns,
+			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: o.Q}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	d.must(d.c.Create(d.ctx, l))
+	d.lastWrite = time.Now()
+	d.m.Claim(o.Lease, o.Q, holder)
+}
+
+// update is an agent's update of its question, guarded by the
+// resourceVersion it read; the model predicts whether the API server
+// accepts it.
+func (d *driver) update(o *op, predict func() error, change func(*hitlv1.UserQuestion)) {
+	want := predict()
+	switch {
+	case errors.Is(want, model.ErrInvalid):
+		o.Want = "invalid"
+	case errors.Is(want, model.ErrNotFound):
+		o.Want = "not found"
+	}
+	var got error
+	for range 20 {
+		q := &hitlv1.UserQuestion{}
+		if got = d.c.Get(d.ctx, d.key(o.Q), q); got == nil {
+			change(q)
+			got = d.c.Update(d.ctx, q)
+		}
+		if !apierrors.IsConflict(got) {
+			break
+		}
+	}
+	d.lastWrite = time.Now()
+	switch {
+	case want == nil && got != nil, errors.Is(want, model.ErrInvalid) && !apierrors.IsInvalid(got),
+		errors.Is(want, model.ErrNotFound) && !apierrors.IsNotFound(got):
+		d.fail("operation %d (%s): the API server answered %v; the model predicts %v", d.index, o, got, want)
+	}
+}
+
+// pokes are the questions to look at after a clock step, chosen before
+// it: every question that exists and is not finished, every finished one
+// with a TTL, and a few others, to check that they do not change.
+func (d *driver) pokes() []string {
+	var pokes, quiet []string
+	for _, name := range d.m.QuestionNames() {
+		q := d.m.Questions[name]
+		switch {
+		case q.Deleted:
+		case !terminal(q.State) || q.TTL != nil:
+			pokes = append(pokes, name)
+		default:
+			quiet = append(quiet, name)
+		}
+	}
+	for range min(5, len(quiet)) {
+		pokes = append(pokes, d.gen.pick(quiet))
+	}
+	return pokes
+}
+
+// poke makes the controller look at questions again at the new fake time.
+func (d *driver) poke(names []string) {
+	d.lastPoke++
+	for _, name := range names {
+		d.pokeOne(name)
+	}
+	d.lastWrite = time.Now()
+}
+
+func (d *driver) pokeOne(name string) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, pokeAnnotation, d.lastPoke)
+	q := &hitlv1.UserQuestion{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
+	d.must(d.c.Patch(d.ctx, q, client.RawPatch(types.MergePatchType, []byte(patch))))
+}
+
+// restart stops the manager, does what downtime chooses, and starts a new
+// manager with the same fake clock.
+func (d *driver) restart(o *op) {
+	d.stopManager()
+	d.m.Stop()
+	dt := d.gen.downtime()
+	for {
+		sub, ok := dt.next()
+		if !ok {
+			break
+		}
+		d.run(&sub)
+		o.Sub = append(o.Sub, sub)
+	}
+	before, _ := controllerActivity()
+	d.startManager()
+	d.m.Start()
+	// The new manager lists everything and looks at each question once;
+	// until it has, claims it has not seen yet would count as renewed at
+	// the wrong time.
+	if d.anything() {
+		deadline := time.Now().Add(30 * time.Second)
+		for n, _ := controllerActivity(); n == before; n, _ = controllerActivity() {
+			if time.Now().After(deadline) {
+				d.fail("the restarted manager reconciled nothing in 30s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	d.lastWrite = time.Now()
+	d.waitQuiet()
+}
+
+// anything reports whether any object the controller reconciles exists.
+func (d *driver) anything() bool {
+	for _, q := range d.m.Questions {
+		if !q.Deleted {
+			return true
+		}
+	}
+	for _, r := range d.m.Replies {
+		if !r.Deleted {
+			return true
+		}
+	}
+	return len(d.m.Claims) > 0
+}
+
+// waitQuiet waits until the controller has had nothing to do for a while:
+// no reconcile under way and none started, since the last write.
+func (d *driver) waitQuiet() {
+	d.t.Helper()
+	const samples, every, minQuiet = 6, 25 * time.Millisecond, 250 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	last, stable := -1.0, 0
+	for time.Now().Before(deadline) {
+		n, active := controllerActivity()
+		if active == 0 && n == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = n
+		if stable >= samples && time.Since(d.lastWrite) >= minQuiet {
+			return
+		}
+		time.Sleep(every)
+	}
+	d.fail("the controller did not go quiet within 30s (operation %d)", d.index)
+}
+
+// controllerActivity reads from controller-runtime's metrics how many
+// reconciles the question controller has done, and how many are under way.
+func controllerActivity() (reconciles, active float64) {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return -1, -1
+	}
+	for _, f := range families {
+		name := f.GetName()
+		if name != "controller_runtime_reconcile_total" && name != "controller_runtime_active_workers" {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() != "userquestion" {
+					continue metric
+				}
+			}
+			if name == "controller_runtime_reconcile_total" {
+				reconciles += m.GetCounter().GetValue()
+			} else {
+				active += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return reconciles, active
+}
