@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -85,7 +86,15 @@ var _ = Describe("kubectl hitl and the manager", func() {
 	})
 
 	It("turns a timeout into pending, queues a late reply, refuses a second, and lets the script agent admit it", func() {
-		asked := bot.hitl("-n", ns, "ask", "-f", writeFile(ns+"-lunch.yaml", lunchQuestion))
+		file := writeFile(ns+"-lunch.yaml", lunchQuestion)
+		// Asked late in a second, a window measured from the whole-second
+		// creationTimestamp would close almost a second early.
+		for time.Now().Nanosecond() < int(800*time.Millisecond) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		start := time.Now()
+		asked := bot.hitl("-n", ns, "ask", "-f", file)
+		Expect(time.Since(start)).To(BeNumerically(">=", 2*time.Second), "the 2s window closed early")
 		Expect(asked.code).To(Equal(3), "pending has its own exit status")
 		Expect(decode(asked.stdout)).To(HaveKeyWithValue("pending", true))
 		Expect(decode(asked.stdout)).To(HaveKeyWithValue("callID", "lunch"))
@@ -101,6 +110,29 @@ var _ = Describe("kubectl hitl and the manager", func() {
 		Expect(decode(admitted.stdout)).To(HaveKeyWithValue("late", true))
 		Expect(jsonpath(ns, "uq/lunch", "{.status.state} {.status.settlement.late}")()).To(Equal("Settled true"))
 		Expect(jsonpath(ns, "qr/lunch-alice", "{.status.outcome}")()).To(Equal("Admitted"))
+	})
+
+	It("measures a window applied with plain kubectl from the time the API server saw it, not from the whole-second creationTimestamp", func() {
+		file := writeFile(ns+"-plain.yaml", timedQuestion("plain", "2s"))
+		for time.Now().Nanosecond() < int(800*time.Millisecond) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		sent := time.Now()
+		Expect(bot.kubectl("-n", ns, "apply", "-f", file).code).To(BeZero())
+		Eventually(jsonpath(ns, "uq/plain", "{.status.state}")).Should(Equal("Continued"))
+		times := strings.Fields(jsonpath(ns, "uq/plain", "{.metadata.creationTimestamp} {.spec.askedAt} {.status.deadline} {.status.continuedAt}")())
+		Expect(times).To(HaveLen(4))
+		parse := func(s string) time.Time {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			Expect(err).NotTo(HaveOccurred())
+			return t
+		}
+		created, askedAt, deadline, continuedAt := parse(times[0]), parse(times[1]), parse(times[2]), parse(times[3])
+		Expect(askedAt).To(BeTemporally(">=", sent.Truncate(time.Microsecond)), "stamped at admission, after the request was sent")
+		Expect(askedAt.Sub(created)).To(BeNumerically("<", time.Second))
+		Expect(deadline).To(Equal(askedAt.Add(2 * time.Second)))
+		Expect(continuedAt).NotTo(BeTemporally("<", deadline))
+		Expect(continuedAt).NotTo(BeTemporally("<", sent.Add(2*time.Second)), "the window closed early")
 	})
 
 	It("withdraws a queued reply, and the question stays answerable", func() {
