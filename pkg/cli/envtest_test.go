@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -102,7 +101,8 @@ func plugin(t *testing.T) string {
 	pluginOnce.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			pluginErr = fmt.Errorf("building kubectl-hitl needs go on PATH: %w", err)
+			return
 		}
 		if pluginDir, pluginErr = os.MkdirTemp("", "kubectl-hitl-"); pluginErr != nil {
 			return
