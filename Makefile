@@ -74,10 +74,10 @@ bench: build envtest-assets ## Measure hitl against the API server's own limit (
 	go run ./test/bench $(if $(QUICK),--quick) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/results.json
 
 .PHONY: fuzz
-fuzz: ## Fuzz the answer-batch validator and the CLI's answer parsing, each target in turn for FUZZTIME (default 30s).
-	for t in ./pkg/validation:FuzzValidateAnswers ./pkg/cli:FuzzAnswerFlags ./pkg/cli:FuzzPromptBatch; do \
+fuzz: ## Fuzz the answer-batch and ask validators, the CLI's answer parsing and the admission webhooks' handlers, each target in turn for FUZZTIME (default 30s).
+	for t in ./pkg/validation:FuzzValidateAnswers ./pkg/validation:FuzzValidateAsk ./pkg/cli:FuzzAnswerFlags ./pkg/cli:FuzzPromptBatch ./pkg/webhooks:FuzzWebhookHandlers; do \
 		echo "fuzzing $$t for $${FUZZTIME:-30s}"; \
-		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-30s}; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-30s} || exit 1; \
 	done
 
 .PHONY: verify

@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -59,14 +60,16 @@ func (a authorizer) allowed(ctx context.Context, user authenticationv1.UserInfo,
 	return sar.Status.Allowed, nil
 }
 
-// serviceAccount splits "system:serviceaccount:<namespace>:<name>".
+// serviceAccount splits "system:serviceaccount:<namespace>:<name>"; ok is
+// false when the names are not ones a namespace and a ServiceAccount can
+// have (the API reader would refuse to look such a ServiceAccount up).
 func serviceAccount(username string) (namespace, name string, ok bool) {
 	rest, found := strings.CutPrefix(username, "system:serviceaccount:")
 	if !found {
 		return "", "", false
 	}
 	namespace, name, ok = strings.Cut(rest, ":")
-	return namespace, name, ok && namespace != "" && name != ""
+	return namespace, name, ok && len(utilvalidation.IsDNS1123Label(namespace)) == 0 && len(utilvalidation.IsDNS1123Subdomain(name)) == 0
 }
 
 // denial is the error a webhook returns for a broken rule: its message

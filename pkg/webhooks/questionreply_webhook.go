@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -115,8 +116,14 @@ func (w *ReplyWebhook) ValidateDelete(context.Context, *hitlv1.QuestionReply) (a
 
 // question reads the reply's question from the cache, or from the API
 // server when the cache does not hold it yet; nil when it does not exist.
+// A name that no object can have (empty, "..", with a slash, ...) names no
+// question; it is not looked up, as the API reader would refuse it with an
+// error.
 func (w *ReplyWebhook) question(ctx context.Context, r *hitlv1.QuestionReply) (*hitlv1.UserQuestion, error) {
 	key := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.QuestionRef.Name}
+	if len(utilvalidation.IsDNS1123Subdomain(key.Name)) > 0 {
+		return nil, nil
+	}
 	q := &hitlv1.UserQuestion{}
 	err := w.Client.Get(ctx, key, q)
 	if apierrors.IsNotFound(err) {
