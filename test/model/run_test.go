@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"sort"
@@ -67,7 +68,9 @@ func TestModel(t *testing.T) {
 	}
 	t.Logf("seed %d, %d operations (replay: HITL_MODEL_SEED=%d HITL_MODEL_OPS=%d go test ./test/model -run TestModel -count=1 -v)", seed, ops, seed, ops)
 
-	if level := os.Getenv("HITL_MODEL_LOG"); level != "" {
+	if level := os.Getenv("HITL_MODEL_LOG"); level == "" {
+		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	} else {
 		// The controller's logs, to follow a replay.
 		o := zap.Options{Development: true, DestWriter: os.Stderr}
 		fs := flag.NewFlagSet("log", flag.ContinueOnError)
