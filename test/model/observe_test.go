@@ -167,33 +167,30 @@ func (r *recorder) relist(l client.ObjectList) {
 func (r *recorder) observe(typ watch.EventType, o client.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	deleted := typ == watch.Deleted
 	switch obj := o.(type) {
 	case *hitlv1.UserQuestion:
-		prev := r.questions[obj.Name]
-		if prev != nil && prev.ResourceVersion == obj.ResourceVersion && typ != watch.Deleted {
-			return
-		}
-		r.versions++
-		r.checkQuestion(prev, obj, typ == watch.Deleted)
-		if typ == watch.Deleted {
-			r.goneQuestions[obj.Name] = obj
-			delete(r.questions, obj.Name)
-		} else {
-			r.questions[obj.Name] = obj
-		}
+		track(r, r.questions, r.goneQuestions, obj, deleted, r.checkQuestion)
 	case *hitlv1.QuestionReply:
-		prev := r.replies[obj.Name]
-		if prev != nil && prev.ResourceVersion == obj.ResourceVersion && typ != watch.Deleted {
-			return
-		}
-		r.versions++
-		r.checkReply(prev, obj, typ == watch.Deleted)
-		if typ == watch.Deleted {
-			r.goneReplies[obj.Name] = obj
-			delete(r.replies, obj.Name)
-		} else {
-			r.replies[obj.Name] = obj
-		}
+		track(r, r.replies, r.goneReplies, obj, deleted, r.checkReply)
+	}
+}
+
+// track checks a new version of an object against the one seen before (nil
+// for the first) and records it as live or gone. A version seen already
+// (a relist) is skipped. The caller holds r.mu.
+func track[T client.Object](r *recorder, live, gone map[string]T, obj T, deleted bool, check func(prev, obj T, deleted bool)) {
+	prev, seen := live[obj.GetName()]
+	if seen && prev.GetResourceVersion() == obj.GetResourceVersion() && !deleted {
+		return
+	}
+	r.versions++
+	check(prev, obj, deleted)
+	if deleted {
+		gone[obj.GetName()] = obj
+		delete(live, obj.GetName())
+	} else {
+		live[obj.GetName()] = obj
 	}
 }
 
