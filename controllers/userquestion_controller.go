@@ -196,10 +196,14 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.List(ctx, &leases, client.InNamespace(q.Namespace), client.MatchingFields{claimQuestionIndex: q.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing claims: %w", err)
 	}
+	refused, err := r.refusals(ctx, q, replies)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	now := r.Clock.Now()
 	claims, heldUntil := r.claims.observe(req.NamespacedName, leases.Items, now)
 
-	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now})
+	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused})
 	if d.Expired {
 		if p, ok := r.Recorder.(interface{ Pending(types.UID) bool }); ok && p.Pending(q.UID) {
 			// Its last events are still being written: they go first.
@@ -211,6 +215,9 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
+		return ctrl.Result{}, err
+	}
+	if err := r.adopt(ctx, q, replies); err != nil {
 		return ctrl.Result{}, err
 	}
 	if d.RequeueAfter == 0 {

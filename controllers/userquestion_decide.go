@@ -28,6 +28,17 @@ type Inputs struct {
 	HeldUntil time.Time
 	// Now is the current time.
 	Now time.Time
+	// Refused are the new replies that may not touch the question, by name:
+	// their author may not answer its agent (FORBIDDEN), or they name
+	// another agent (AGENT_MISMATCH). Reconcile asks the API server's
+	// authorizer; Decide rejects them before anything else.
+	Refused map[string]Refusal
+}
+
+// Refusal is why a reply may not touch its question: its code and message.
+type Refusal struct {
+	Code    hitlv1.ErrorCode
+	Message string
 }
 
 // Claim is a claim Lease as the controller judges it.
@@ -228,6 +239,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		return
 	}
 	if r.DeletionTimestamp != nil {
+		return
+	}
+	if why, refused := d.in.Refused[r.Name]; refused {
+		d.reject(r, why.Code, why.Message)
 		return
 	}
 

@@ -29,6 +29,14 @@ const (
 	QuestionLabel = "hitl.dev/question"
 	// ClaimLabel marks a Lease as a claim on a question; its value is "true".
 	ClaimLabel = "hitl.dev/claim"
-	// AgentAnnotation on a ServiceAccount names the agent it may ask as.
-	AgentAnnotation = "hitl.dev/agent"
+)
+
+// The RBAC verbs on resource "agents" (group hitl.dev, resource name = the
+// agent) that grant asking as, and answering for, an agent. The admission
+// policies in config/policies spell the same strings.
+const (
+	VerbAsk    = "ask"
+	VerbAnswer = "answer"
+	// AgentsResource is the RBAC resource the verbs are checked on.
+	AgentsResource = "agents"
 )

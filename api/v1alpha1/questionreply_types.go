@@ -145,3 +145,25 @@ type QuestionReplyList struct {
 func init() {
 	SchemeBuilder.Register(&QuestionReply{}, &QuestionReplyList{})
 }
+
+// Adopt makes q an owner of r, so that r is deleted with q, unless q already
+// is one; it reports whether it changed r.
+func (r *QuestionReply) Adopt(q *UserQuestion) bool {
+	if r.OwnedBy(q) {
+		return false
+	}
+	r.OwnerReferences = append(r.OwnerReferences, metav1.OwnerReference{
+		APIVersion: GroupVersion.String(), Kind: "UserQuestion", Name: q.Name, UID: q.UID,
+	})
+	return true
+}
+
+// OwnedBy reports whether q is an owner of r.
+func (r *QuestionReply) OwnedBy(q *UserQuestion) bool {
+	for _, o := range r.OwnerReferences {
+		if o.UID == q.UID {
+			return true
+		}
+	}
+	return false
+}

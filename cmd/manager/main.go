@@ -1,5 +1,6 @@
-// Command manager runs hitl's controller and admission webhooks: it owns
-// the life of every UserQuestion and gives every QuestionReply its outcome.
+// Command manager runs hitl's controller (and, when enabled, its optional
+// admission webhooks): it owns the life of every UserQuestion and gives
+// every QuestionReply its outcome.
 package main
 
 import (
@@ -32,8 +33,8 @@ func main() {
 		pprofAddr   = flag.String("pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
 	)
 	flag.IntVar(&c.Workers, "max-concurrent-reconciles", c.Workers, "questions reconciled in parallel")
-	flag.DurationVar(&c.MaxTimeout, "max-timeout", c.MaxTimeout, "largest spec.timeout accepted (BAD_TIMEOUT above it)")
-	flag.BoolVar(&c.Webhooks, "enable-webhooks", c.Webhooks, "serve the admission webhooks")
+	flag.BoolVar(&c.Webhooks, "enable-webhooks", c.Webhooks,
+		"serve the optional admission webhooks (config/webhook-feedback, config/webhook-mode); the default install checks admission with policies inside the API server")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -40,7 +40,14 @@ func main() {
 	users := flag.String("users", "alice", "comma-separated users to write kubeconfigs for (kubeconfig-<user> beside the admin's); they have no permissions until RBAC grants them some")
 	expiration := flag.Duration("manager-token-expiration", 24*time.Hour,
 		"lifetime to request for the manager's ServiceAccount token (at least 10m); localcp renews it when 80% of its real lifetime has passed")
+	admissionMode := flag.String("admission", testenv.Policies.String(),
+		"how questions and replies are admitted: policies (the default install: admission policies, no webhook), feedback (policies and the optional validating webhook) or webhooks (webhook mode, for clusters without MutatingAdmissionPolicy)")
 	flag.Parse()
+	mode, err := testenv.ParseAdmission(*admissionMode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "localcp: --admission:", err)
+		os.Exit(2)
+	}
 	if *expiration < minTokenExpiration {
 		fmt.Fprintln(os.Stderr, "localcp: --manager-token-expiration must be at least", minTokenExpiration)
 		os.Exit(2)
@@ -56,17 +63,20 @@ func main() {
 		}
 	}
 
-	if err := run(*kubeconfig, *manager, names, *expiration, flag.Args()); err != nil {
+	if err := run(*kubeconfig, *manager, names, *expiration, mode, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, manager string, users []string, expiration time.Duration, managerArgs []string) error {
+func run(kubeconfig, manager string, users []string, expiration time.Duration, mode testenv.Admission, managerArgs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	env := testenv.WithWebhooks(testenv.New())
+	env, err := testenv.WithWebhooks(testenv.New(), mode)
+	if err != nil {
+		return err
+	}
 	cfg, c, err := testenv.Start(env)
 	if err != nil {
 		return err
@@ -101,6 +111,9 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	if err := install.InstallManagerRBAC(ctx, c); err != nil {
 		return fmt.Errorf("installing the manager's RBAC: %w", err)
 	}
+	if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
+		return fmt.Errorf("installing admission (%s): %w", mode, err)
+	}
 	managerKubeconfig := filepath.Join(dir, "kubeconfig-manager")
 	tokenFile := filepath.Join(dir, "manager.token")
 	renewAt, err := writeManagerToken(ctx, c, install, expiration, tokenFile)
@@ -116,7 +129,7 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	}
 	go renewManagerToken(ctx, c, install, expiration, tokenFile, renewAt)
 
-	fmt.Printf("\nThe local control plane is up, with hitl's CRDs and the manager's RBAC (config/rbac, as config/default installs it). In another shell:\n\n")
+	fmt.Printf("\nThe local control plane is up, with hitl's CRDs, admission (%s) and the manager's RBAC, as config/default installs them. In another shell:\n\n", mode)
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get uq,qr -A\n\n", kubeconfig)
 	if len(userFiles) > 0 {
 		fmt.Printf("Kubeconfigs of users with no permissions until you bind roles to them (e.g. config/rbac/examples):\n\n%s\n\n", strings.Join(userFiles, "\n"))
@@ -130,8 +143,11 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	if err := waitForRBAC(ctx, managerKubeconfig); err != nil {
 		return err
 	}
-	wh := testenv.WebhookOptions(env)
-	args := []string{"--kubeconfig", managerKubeconfig, "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir}
+	args := []string{"--kubeconfig", managerKubeconfig}
+	if mode.Webhooks() {
+		wh := testenv.WebhookOptions(env)
+		args = append(args, "--enable-webhooks", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir)
+	}
 	cmd := exec.Command(manager, append(args, managerArgs...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+managerKubeconfig)
@@ -140,11 +156,13 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if err := testenv.WaitForWebhooks(env, 30*time.Second); err != nil {
-		_ = cmd.Process.Kill()
-		return err
+	if mode.Webhooks() {
+		if err := testenv.WaitForWebhooks(env, 30*time.Second); err != nil {
+			_ = cmd.Process.Kill()
+			return err
+		}
 	}
-	fmt.Printf("\nThe manager runs as %s (kubeconfig %s), with its webhooks (metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n",
+	fmt.Printf("\nThe manager runs as %s (kubeconfig %s; metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n",
 		install.ManagerUsername(), managerKubeconfig)
 
 	select {

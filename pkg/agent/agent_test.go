@@ -258,7 +258,7 @@ var _ = Describe("Creating", func() {
 		_, err := bot.Create(ctx, agent.Request{Name: "mislabelled", Questions: where(),
 			Labels: map[string]string{hitlv1.AgentLabel: "someone-else"}}, nil)
 		Expect(codeOf(err)).To(Equal(hitlv1.CodeAgentMismatch))
-		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the webhook's denial is kept as the cause")
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the admission policy's denial is kept as the cause")
 		Expect(err.Error()).To(HavePrefix("AGENT_MISMATCH: "))
 
 		// Within the SDK's bound, above this manager's --max-timeout.

@@ -47,10 +47,8 @@ var (
 var _ = BeforeSuite(func() {
 	testenv.SuiteDefaults()
 
-	c := manager.DefaultConfig()
-	c.MaxTimeout = maxTimeout
 	var err error
-	cluster, err = testenv.StartCluster(c)
+	cluster, err = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{MaxTimeout: maxTimeout})
 	Expect(err).NotTo(HaveOccurred())
 	env, cfg, admin = cluster.Env, cluster.Config, cluster.Client
 })

@@ -271,7 +271,7 @@ var _ = Describe("Reply", func() {
 		Expect(q.Status.Settlement.Late).To(BeFalse())
 	})
 
-	It("queues a reply to a Continued question, and the webhook refuses a second one with REPLY_QUEUED", func() {
+	It("queues a reply to a Continued question, and the controller rejects a second one with REPLY_QUEUED", func() {
 		ask(where("q", ns, "bot").Timeout(100 * time.Millisecond).Obj())
 		Eventually(state(ns, "q")).Should(Equal(hitlv1.StateContinued))
 
@@ -280,10 +280,14 @@ var _ = Describe("Reply", func() {
 		Expect(out.Outcome).To(Equal(hitlv1.OutcomeQueued))
 		Expect(question(ns, "q")().Status.QueuedReply.Name).To(Equal(out.Reply))
 
-		_, err = a.Reply(ctx, "q", []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}})
-		Expect(validation.CodeOf(err)).To(Equal(hitlv1.CodeReplyQueued), "got %v", err)
-		Expect(err.Error()).To(HavePrefix("REPLY_QUEUED: "))
-		Expect(replies(ns)).To(HaveLen(1))
+		// Without the optional feedback webhook the reply is admitted, and
+		// the controller rejects it; the queued one stays.
+		second, err := a.Reply(ctx, "q", []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(second.Outcome).To(Equal(hitlv1.OutcomeRejected))
+		Expect(validation.CodeOf(second.Err())).To(Equal(hitlv1.CodeReplyQueued), "got %v", second.Err())
+		Expect(second.Message).To(HavePrefix("REPLY_QUEUED: "))
+		Expect(question(ns, "q")().Status.QueuedReply.Name).To(Equal(out.Reply))
 	})
 
 	It("refuses a bad batch locally with BAD_ANSWER and creates nothing", func() {
@@ -339,7 +343,7 @@ var _ = Describe("Reply", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(Equal(answerer.Outcome{Reply: "manual", Outcome: hitlv1.OutcomeApplied, Message: out.Message}))
 		Expect(r.Namespace).To(Equal(ns))
-		Expect(r.Spec.AnsweredBy.Username).NotTo(Equal("mallory"), "the webhook stamps the real user")
+		Expect(r.Spec.AnsweredBy.Username).NotTo(Equal("mallory"), "admission stamps the real user")
 		Expect(r.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "bot"))
 	})
 })

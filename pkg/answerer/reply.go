@@ -72,13 +72,15 @@ func (a *Answerer) Create(ctx context.Context, reply *hitlv1.QuestionReply) (Out
 	if err := validation.ValidateAnswers(q.Spec.Questions, reply.Spec.Answers); err != nil {
 		return Outcome{}, err
 	}
-	// The defaulting webhook sets the same labels; setting them here keeps
-	// replies selectable where it does not run.
+	// Naming the agent lets the admission policy refuse at once a user who
+	// may not answer it (FORBIDDEN); the owner reference lets the reply go
+	// with its question. The controller sets both on replies that lack them.
 	if reply.Labels == nil {
 		reply.Labels = map[string]string{}
 	}
 	reply.Labels[hitlv1.AgentLabel] = q.Spec.Agent
 	reply.Labels[hitlv1.QuestionLabel] = q.Name
+	reply.Adopt(q)
 	if err := a.client.Create(ctx, reply); err != nil {
 		return Outcome{}, apiError(err, "replying to question %s", q.Name)
 	}

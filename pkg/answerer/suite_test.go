@@ -37,7 +37,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultConsistentlyPollingInterval(50 * time.Millisecond)
 
 	var err error
-	cluster, err = testenv.StartCluster(manager.DefaultConfig())
+	cluster, err = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{})
 	Expect(err).NotTo(HaveOccurred())
 	env, cfg, admin, watcher = cluster.Env, cluster.Config, cluster.Client, cluster.Client
 })

@@ -54,7 +54,7 @@ func startCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
 	clusterOnce.Do(func() {
 		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-		cluster, clusterErr = testenv.StartCluster(manager.DefaultConfig())
+		cluster, clusterErr = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{})
 	})
 	if clusterErr != nil {
 		t.Fatal(clusterErr)

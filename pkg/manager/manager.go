@@ -5,14 +5,12 @@ package manager
 
 import (
 	"fmt"
-	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/hitl-dev/hitl/controllers"
-	"github.com/hitl-dev/hitl/pkg/validation"
 	"github.com/hitl-dev/hitl/pkg/webhooks"
 )
 
@@ -20,9 +18,8 @@ import (
 type Config struct {
 	// Workers is how many questions are reconciled at once.
 	Workers int
-	// MaxTimeout is the largest spec.timeout the webhook accepts.
-	MaxTimeout time.Duration
-	// Webhooks serves the admission webhooks when true.
+	// Webhooks serves the optional admission webhooks when true (webhook
+	// mode and the feedback webhook; the default install has none).
 	Webhooks bool
 	// Clock is the controller's time source; nil means the real clock.
 	Clock clock.Clock
@@ -30,7 +27,7 @@ type Config struct {
 
 // DefaultConfig is the configuration the manager ships with.
 func DefaultConfig() Config {
-	return Config{Workers: 16, MaxTimeout: validation.DefaultMaxTimeout, Webhooks: true}
+	return Config{Workers: 16}
 }
 
 // Setup registers the lifecycle controller, the webhooks when enabled, and
@@ -55,7 +52,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 		return fmt.Errorf("setting up the question controller: %w", err)
 	}
 	if c.Webhooks {
-		if err := (&webhooks.QuestionWebhook{Client: mgr.GetClient(), MaxTimeout: c.MaxTimeout}).SetupWithManager(mgr); err != nil {
+		if err := (&webhooks.QuestionWebhook{}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the question webhooks: %w", err)
 		}
 		if err := (&webhooks.ReplyWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

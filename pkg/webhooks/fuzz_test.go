@@ -503,7 +503,6 @@ func fzStore(question *hitlv1.UserQuestion) (client.WithWatch, *hitlv1.UserQuest
 	}
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: fzNamespace, Name: "coder"}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: fzNamespace, Name: "runner", Annotations: map[string]string{hitlv1.AgentAnnotation: "coder"}}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "coder"}},
 	}
 	if question != nil {

@@ -2,10 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,13 +13,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/access"
 	"github.com/hitl-dev/hitl/pkg/validation"
 )
 
 // +kubebuilder:webhook:path=/mutate-hitl-dev-v1alpha1-questionreply,mutating=true,failurePolicy=fail,sideEffects=None,groups=hitl.dev,resources=questionreplies,verbs=create,versions=v1alpha1,name=mquestionreply.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-hitl-dev-v1alpha1-questionreply,mutating=false,failurePolicy=fail,sideEffects=None,groups=hitl.dev,resources=questionreplies,verbs=create,versions=v1alpha1,name=vquestionreply.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-hitl-dev-v1alpha1-questionreply,mutating=false,failurePolicy=ignore,sideEffects=None,groups=hitl.dev,resources=questionreplies,verbs=create,versions=v1alpha1,name=vquestionreply.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=3
 
-// ReplyWebhook stamps and checks QuestionReplies.
+// ReplyWebhook stamps QuestionReplies in webhook mode (as the reply-identity
+// admission policy does in the default install), and checks them against
+// their question for immediate feedback (failurePolicy Ignore: the
+// controller repeats every check before it applies a reply).
 type ReplyWebhook struct {
 	// Client reads questions (from the cache) and creates SubjectAccessReviews.
 	Client client.Client
@@ -52,17 +56,12 @@ func (w *ReplyWebhook) Default(ctx context.Context, r *hitlv1.QuestionReply) err
 	if r.Labels == nil {
 		r.Labels = map[string]string{}
 	}
-	r.Labels[hitlv1.AgentLabel] = q.Spec.Agent
+	if _, set := r.Labels[hitlv1.AgentLabel]; !set {
+		// A conflicting label is refused by the validators.
+		r.Labels[hitlv1.AgentLabel] = q.Spec.Agent
+	}
 	r.Labels[hitlv1.QuestionLabel] = q.Name
-	owned := false
-	for _, o := range r.OwnerReferences {
-		owned = owned || o.UID == q.UID
-	}
-	if !owned {
-		r.OwnerReferences = append(r.OwnerReferences, metav1.OwnerReference{
-			APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: q.Name, UID: q.UID,
-		})
-	}
+	r.Adopt(q)
 	return nil
 }
 
@@ -82,13 +81,15 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 	if err != nil {
 		return nil, err
 	}
-	allowed, err := authorizer{w.Client}.allowed(ctx, user, VerbAnswer, q.Namespace, q.Spec.Agent)
+	allowed, _, err := access.Allowed(ctx, w.Client, subject(user), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
 	if err != nil {
-		return nil, err
+		return nil, apierrors.NewInternalError(err)
 	}
 	if !allowed {
-		return nil, denial(hitlv1.CodeForbidden, "user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s",
-			user.Username, q.Spec.Agent, VerbAnswer, AgentsResource, hitlv1.GroupVersion.Group, q.Spec.Agent)
+		return nil, errors.New(access.ForbiddenAnswer(user.Username, q.Spec.Agent))
+	}
+	if label, set := r.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
+		return nil, denial(hitlv1.CodeAgentMismatch, "label %s=%q (metadata.labels) names another agent than question %s's %q", hitlv1.AgentLabel, label, q.Name, q.Spec.Agent)
 	}
 	switch {
 	case q.Status.State.Terminal():

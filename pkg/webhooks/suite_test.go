@@ -37,10 +37,8 @@ var (
 var _ = BeforeSuite(func() {
 	testenv.SuiteDefaults()
 
-	c := manager.DefaultConfig()
-	c.MaxTimeout = maxTimeout
 	var err error
-	cluster, err = testenv.StartCluster(c)
+	cluster, err = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{Admission: testenv.WebhookMode, MaxTimeout: maxTimeout})
 	Expect(err).NotTo(HaveOccurred())
 	env, cfg, admin = cluster.Env, cluster.Config, cluster.Client
 })

@@ -107,7 +107,11 @@ func (b *bench) clean(ctx context.Context) error {
 }
 
 func (b *bench) start(ctx context.Context) error {
-	b.env = testenv.WithWebhooks(testenv.New())
+	env, err := testenv.WithWebhooks(testenv.New(), testenv.WebhookMode)
+	if err != nil {
+		return err
+	}
+	b.env = env
 	cfg, _, err := testenv.Start(b.env)
 	if err != nil {
 		return err
@@ -158,7 +162,7 @@ func (b *bench) startManager() error {
 	b.pprof = fmt.Sprintf("127.0.0.1:%d", port)
 	b.manager = exec.Command(b.managerBin, "--kubeconfig", b.kubeconfig, "--metrics-bind-address", b.metrics,
 		"--pprof-bind-address", b.pprof,
-		"--health-probe-bind-address", "0", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port),
+		"--health-probe-bind-address", "0", "--enable-webhooks", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port),
 		"--webhook-cert-dir", wh.CertDir)
 	stderr, err := b.manager.StderrPipe()
 	if err != nil {

@@ -89,12 +89,14 @@ func (b *QuestionBuilder) last() *hitlv1.Question {
 // ReplyBuilder builds a QuestionReply.
 type ReplyBuilder struct{ r hitlv1.QuestionReply }
 
-// Reply starts a reply to the named question with an empty batch.
+// Reply starts a reply to the named question with an empty batch, by
+// DefaultAnswerer.
 func Reply(name, namespace, question string) *ReplyBuilder {
-	return &ReplyBuilder{r: hitlv1.QuestionReply{
+	b := &ReplyBuilder{r: hitlv1.QuestionReply{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec:       hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: question}},
 	}}
+	return b.AnsweredBy(DefaultAnswerer)
 }
 
 // Select answers question id with the given labels.
@@ -115,11 +117,29 @@ func (b *ReplyBuilder) Skip(id string) *ReplyBuilder {
 	return b
 }
 
-// AnsweredBy sets spec.answeredBy as a client would (the webhook overwrites it).
+// AnsweredBy sets spec.answeredBy to an authenticated user, as admission
+// stamps it where it runs (and overwrites it: suites with admission
+// installed get the creating user instead). Replies are built with
+// DefaultAnswerer until this names another.
 func (b *ReplyBuilder) AnsweredBy(username string) *ReplyBuilder {
-	b.r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: username}
+	b.r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: username, Groups: []string{AuthenticatedGroup}}
 	return b
 }
+
+// Anonymous removes spec.answeredBy, as a reply admitted without hitl's
+// admission would lack it.
+func (b *ReplyBuilder) Anonymous() *ReplyBuilder {
+	b.r.Spec.AnsweredBy = nil
+	return b
+}
+
+// DefaultAnswerer is the author of a built reply until AnsweredBy names
+// another, and AuthenticatedGroup the group every authenticated user is in
+// (testenv.GrantAnswering lets it answer every agent).
+const (
+	DefaultAnswerer    = "answerer"
+	AuthenticatedGroup = "system:authenticated"
+)
 
 // Obj returns the built reply.
 func (b *ReplyBuilder) Obj() *hitlv1.QuestionReply { return b.r.DeepCopy() }

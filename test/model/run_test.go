@@ -92,6 +92,10 @@ func TestModel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	// The replies' made-up authors may answer: the controller checks them.
+	if err := testenv.GrantAnswering(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "model-"}}
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)

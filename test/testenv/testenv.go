@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"github.com/onsi/gomega"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -81,13 +82,46 @@ func Start(env *envtest.Environment) (*rest.Config, client.Client, error) {
 	return cfg, c, nil
 }
 
-// WithWebhooks makes env install hitl's webhook configurations, pointed at
-// a local webhook server with generated certificates; see WebhookOptions.
-func WithWebhooks(env *envtest.Environment) *envtest.Environment {
-	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
-		Paths: []string{filepath.Join(Root(), "config", "webhook", "manifests.yaml")},
+// WithWebhooks makes env install the webhook configurations that mode uses
+// (none for Policies; the validating reply webhook for Feedback; every
+// webhook for WebhookMode), pointed at a local webhook server with generated
+// certificates; see WebhookOptions.
+func WithWebhooks(env *envtest.Environment, mode Admission) (*envtest.Environment, error) {
+	if !mode.Webhooks() {
+		return env, nil
 	}
-	return env
+	objs, err := readObjects(filepath.Join(Root(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	o := envtest.WebhookInstallOptions{}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "MutatingWebhookConfiguration":
+			if mode != WebhookMode {
+				continue
+			}
+			var m admissionv1.MutatingWebhookConfiguration
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
+				return nil, err
+			}
+			o.MutatingWebhooks = append(o.MutatingWebhooks, &m)
+		case "ValidatingWebhookConfiguration":
+			var v admissionv1.ValidatingWebhookConfiguration
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
+				return nil, err
+			}
+			o.ValidatingWebhooks = append(o.ValidatingWebhooks, &v)
+		}
+	}
+	env.WebhookInstallOptions = o
+	return env, nil
+}
+
+// servesWebhooks reports whether a started env has webhook configurations.
+func servesWebhooks(env *envtest.Environment) bool {
+	o := env.WebhookInstallOptions
+	return len(o.MutatingWebhooks)+len(o.ValidatingWebhooks)+len(o.Paths) > 0
 }
 
 // WebhookOptions are the webhook server settings that match a started env.
@@ -118,7 +152,7 @@ func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
 // binary wires it (with the webhooks when env installs them), waits until
 // it serves, and returns a function that stops it and waits for it to end.
 func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
-	c.Webhooks = len(env.WebhookInstallOptions.Paths) > 0
+	c.Webhooks = servesWebhooks(env)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -150,8 +184,9 @@ func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (s
 	return stop, nil
 }
 
-// Cluster is a started local control plane with hitl's webhooks installed
-// and a manager serving them, as the SDK and webhook suites use it.
+// Cluster is a started local control plane with hitl's admission installed
+// (as Options say) and a manager running, as the SDK, CLI and webhook suites
+// use it.
 type Cluster struct {
 	Env    *envtest.Environment
 	Config *rest.Config
@@ -160,16 +195,31 @@ type Cluster struct {
 	stop   func()
 }
 
+// Options say how StartCluster sets admission up.
+type Options struct {
+	// Admission is the admission mode; the zero value is the default
+	// install's admission policies.
+	Admission Admission
+	// MaxTimeout, when not zero, replaces the largest timeout of the
+	// admission policies' parameters.
+	MaxTimeout time.Duration
+}
+
 // StartCluster starts a Cluster whose manager runs with c.
-func StartCluster(c manager.Config) (*Cluster, error) {
-	env := WithWebhooks(New())
+func StartCluster(c manager.Config, o Options) (*Cluster, error) {
+	env, err := WithWebhooks(New(), o.Admission)
+	if err != nil {
+		return nil, err
+	}
 	cfg, _, err := Start(env)
 	if err != nil {
 		return nil, err
 	}
 	k := &Cluster{Env: env, Config: cfg}
 	if k.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme}); err == nil {
-		k.stop, err = RunManager(env, cfg, c)
+		if err = InstallAdmission(context.Background(), k.Client, o.Admission, o.MaxTimeout); err == nil {
+			k.stop, err = RunManager(env, cfg, c)
+		}
 	}
 	if err != nil {
 		_ = env.Stop()
