@@ -112,26 +112,34 @@ var _ = Describe("kubectl hitl and the manager", func() {
 		Expect(jsonpath(ns, "qr/lunch-alice", "{.status.outcome}")()).To(Equal("Admitted"))
 	})
 
-	It("measures a window applied with plain kubectl from the time the API server saw it, not from the whole-second creationTimestamp", func() {
-		file := writeFile(ns+"-plain.yaml", timedQuestion("plain", "2s"))
-		for time.Now().Nanosecond() < int(800*time.Millisecond) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		sent := time.Now()
-		Expect(bot.kubectl("-n", ns, "apply", "-f", file).code).To(BeZero())
+	It("measures a window applied with plain kubectl from its askedAt when it has one, else from its whole-second creationTimestamp", func() {
+		// No admission time source exists inside the API server: a
+		// manifest without spec.askedAt is timed from creationTimestamp.
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-plain.yaml", timedQuestion("plain", "2s"))).code).To(BeZero())
 		Eventually(jsonpath(ns, "uq/plain", "{.status.state}")).Should(Equal("Continued"))
 		times := strings.Fields(jsonpath(ns, "uq/plain", "{.metadata.creationTimestamp} {.spec.askedAt} {.status.deadline} {.status.continuedAt}")())
-		Expect(times).To(HaveLen(4))
+		Expect(times).To(HaveLen(3), "no askedAt is stamped")
 		parse := func(s string) time.Time {
+			GinkgoHelper()
 			t, err := time.Parse(time.RFC3339Nano, s)
 			Expect(err).NotTo(HaveOccurred())
 			return t
 		}
-		created, askedAt, deadline, continuedAt := parse(times[0]), parse(times[1]), parse(times[2]), parse(times[3])
-		Expect(askedAt).To(BeTemporally(">=", sent.Truncate(time.Microsecond)), "stamped at admission, after the request was sent")
-		Expect(askedAt.Sub(created)).To(BeNumerically("<", time.Second))
-		Expect(deadline).To(Equal(askedAt.Add(2 * time.Second)))
+		created, deadline, continuedAt := parse(times[0]), parse(times[1]), parse(times[2])
+		Expect(deadline).To(Equal(created.Add(2 * time.Second)))
 		Expect(continuedAt).NotTo(BeTemporally("<", deadline))
+
+		// A manifest that records when it was sent is timed from then.
+		sent := time.Now().UTC().Truncate(time.Microsecond)
+		withAskedAt := strings.Replace(timedQuestion("stamped", "2s"), "  timeout: 2s\n",
+			"  timeout: 2s\n  askedAt: "+sent.Format("2006-01-02T15:04:05.000000Z07:00")+"\n", 1)
+		Expect(bot.kubectl("-n", ns, "create", "-f", writeFile(ns+"-stamped.yaml", withAskedAt)).code).To(BeZero())
+		Eventually(jsonpath(ns, "uq/stamped", "{.status.state}")).Should(Equal("Continued"))
+		times = strings.Fields(jsonpath(ns, "uq/stamped", "{.metadata.creationTimestamp} {.spec.askedAt} {.status.deadline} {.status.continuedAt}")())
+		Expect(times).To(HaveLen(4))
+		askedAt, deadline, continuedAt := parse(times[1]), parse(times[2]), parse(times[3])
+		Expect(askedAt).To(Equal(sent))
+		Expect(deadline).To(Equal(sent.Add(2 * time.Second)))
 		Expect(continuedAt).NotTo(BeTemporally("<", sent.Add(2*time.Second)), "the window closed early")
 	})
 
@@ -250,9 +258,12 @@ spec:
   questionRef: {name: deploy-target}
   answers: [{id: env, selected: [staging, production]}, {id: notes}]
 `)
+		// Admission cannot read the question; the controller rejects the
+		// batch with its code, and the question stays Open.
 		applied := alice.kubectl("-n", ns, "apply", "-f", reply)
-		Expect(applied.code).NotTo(BeZero())
-		Expect(applied.stderr).To(ContainSubstring("denied the request: BAD_ANSWER: question env: the question is single-select"))
+		Expect(applied.code).To(BeZero(), applied.stderr)
+		Eventually(jsonpath(ns, "qr/two-envs", "{.status.outcome} {.status.reason}")).Should(Equal("Rejected BAD_ANSWER"))
+		Expect(jsonpath(ns, "qr/two-envs", "{.status.message}")()).To(HavePrefix("BAD_ANSWER: question env: the question is single-select"))
 		Expect(jsonpath(ns, "uq/deploy-target", "{.status.state}")()).To(Equal("Open"))
 	})
 })

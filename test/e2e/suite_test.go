@@ -1,6 +1,8 @@
-// Package e2e drives the real binaries (localcp with the manager, kubectl
-// and kubectl hitl, and a small Go agent built on pkg/agent) through every
-// path of the specification's diagram. Run it with `make test-e2e`.
+// Package e2e drives the real binaries (localcp, the manager, kubectl and
+// kubectl hitl, and a small Go agent built on pkg/agent) through every path
+// of the specification's diagram, with admission as the default install sets
+// it up (admission policies, no webhook), and through an outage of the
+// manager. Run it with `make test-e2e`.
 //
 // Every actor runs with the identity and the role the project ships: the
 // manager as its ServiceAccount with config/rbac (localcp installs it), the
@@ -88,8 +90,10 @@ var _ = BeforeSuite(func() {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		Expect(os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(testenv.Root(), "bin", "k8s"))).To(Succeed())
 	}
+	// localcp brings up the control plane, admission and the manager's
+	// RBAC and kubeconfig; the suite runs the manager itself, to stop it.
 	localcp = exec.Command(filepath.Join(binDir, "localcp"), "--write-kubeconfig", admin.kubeconfig, "--users", "alice,bob",
-		"--manager", filepath.Join(binDir, "manager"), "--", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+		"--manager", "")
 	stdout, err := localcp.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
 	localcp.Stderr = GinkgoWriter
@@ -99,12 +103,12 @@ var _ = BeforeSuite(func() {
 		s := bufio.NewScanner(stdout)
 		for s.Scan() {
 			fmt.Fprintln(GinkgoWriter, s.Text())
-			if strings.Contains(s.Text(), "The manager runs") {
+			if strings.Contains(s.Text(), "Press Ctrl-C to stop") {
 				close(ready)
 			}
 		}
 	}()
-	Eventually(ready, "90s").Should(BeClosed(), "the local control plane and the manager did not come up")
+	Eventually(ready, "90s").Should(BeClosed(), "the local control plane did not come up")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", admin.kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
@@ -113,14 +117,69 @@ var _ = BeforeSuite(func() {
 	// The example roles, as a cluster operator would apply them.
 	applied := admin.kubectl("apply", "-f", filepath.Join(testenv.Root(), "config", "rbac", "examples"))
 	Expect(applied.code).To(BeZero(), applied.stderr)
+	waitAllowed(install.ManagerUsername(), authorizationv1.ResourceAttributes{Group: "hitl.dev", Resource: "userquestions", Verb: "list"})
+	startManager()
 })
 
 var _ = AfterSuite(func() {
+	stopManager()
 	if localcp != nil && localcp.Process != nil {
 		_ = localcp.Process.Signal(syscall.SIGTERM)
 		_ = localcp.Wait()
 	}
 })
+
+// managerProc is the running manager binary, and managerExited is closed
+// when it exits.
+var (
+	managerProc   *exec.Cmd
+	managerExited chan struct{}
+)
+
+// startManager runs the manager binary as localcp would, as its
+// ServiceAccount, and waits until its controller has synced its cache and
+// started its workers.
+func startManager() {
+	GinkgoHelper()
+	managerProc = exec.Command(filepath.Join(binDir, "manager"), "--kubeconfig", manager.kubeconfig,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	stderr, err := managerProc.StderrPipe()
+	Expect(err).NotTo(HaveOccurred())
+	managerProc.Stdout = GinkgoWriter
+	Expect(managerProc.Start()).To(Succeed())
+	started, exited := make(chan struct{}), make(chan struct{})
+	managerExited = exited
+	go func() {
+		defer close(exited)
+		s := bufio.NewScanner(stderr)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			fmt.Fprintln(GinkgoWriter, "[manager]", s.Text())
+			if strings.Contains(s.Text(), "Starting workers") {
+				close(started)
+			}
+		}
+		_ = managerProc.Wait()
+	}()
+	Eventually(started, "60s").Should(BeClosed(), "the manager did not start its workers")
+}
+
+// stopManager stops the manager (SIGTERM, then SIGKILL after 15 s) and
+// waits until it has exited.
+func stopManager() {
+	GinkgoHelper()
+	if managerProc == nil || managerProc.Process == nil {
+		return
+	}
+	_ = managerProc.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-managerExited:
+	case <-time.After(15 * time.Second):
+		_ = managerProc.Process.Kill()
+		<-managerExited
+	}
+	managerProc = nil
+}
 
 // actor is an identity the suite runs commands as, with its own kubeconfig.
 type actor struct {

@@ -122,7 +122,7 @@ func InstallAdmission(ctx context.Context, c client.Client, mode Admission, maxT
 			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
-	return WaitForPolicies(ctx, c, install.Namespace, mode != WebhookMode, 30*time.Second)
+	return WaitForPolicies(ctx, c, install.Namespace, mode != WebhookMode, 120*time.Second)
 }
 
 // WaitForPolicies waits until the API server enforces the validating
