@@ -10,120 +10,237 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestDefaultOverlayFollowsItsNamespaceAndPrefix edits config/default's
-// namespace and namePrefix, as someone installing hitl elsewhere would, and
-// the Certificate's Secret, and checks that every reference follows.
-func TestDefaultOverlayFollowsItsNamespaceAndPrefix(t *testing.T) {
-	root := copyConfig(t)
-	edit(t, filepath.Join(root, "default", "kustomization.yaml"), map[string]string{
-		"namespace: hitl-system": "namespace: team-a",
-		"namePrefix: hitl-":      "namePrefix: qa-hitl-",
-	})
-	edit(t, filepath.Join(root, "certmanager", "certificate.yaml"), map[string]string{
-		"secretName: webhook-server-cert": "secretName: qa-webhook-cert",
-	})
-	set := decodeAll(t, render(t, filepath.Join(root, "default")))
-	for _, p := range set.problems(true) {
-		t.Error(p)
-	}
-	for _, o := range set.all {
-		if o.Kind == "Namespace" {
-			if o.Name != "team-a" {
-				t.Errorf("%s: want namespace team-a", o)
+// TestOverlaysFollowTheirNamespaceAndPrefix edits each install overlay's
+// namespace and namePrefix (for config/webhook-feedback and
+// config/webhook-mode, those of their base config/with-webhooks), as someone
+// installing hitl elsewhere would, and the Certificate's Secret, and checks
+// that every reference follows.
+func TestOverlaysFollowTheirNamespaceAndPrefix(t *testing.T) {
+	for _, c := range []struct{ overlay, kustomization string }{
+		{"default", "default"},
+		{"webhook-feedback", "with-webhooks"},
+		{"webhook-mode", "with-webhooks"},
+	} {
+		t.Run(c.overlay, func(t *testing.T) {
+			root := copyConfig(t)
+			edit(t, filepath.Join(root, c.kustomization, "kustomization.yaml"), map[string]string{
+				"namespace: hitl-system": "namespace: team-a",
+				"namePrefix: hitl-":      "namePrefix: qa-hitl-",
+			})
+			edit(t, filepath.Join(root, "certmanager", "certificate.yaml"), map[string]string{
+				"secretName: webhook-server-cert": "secretName: qa-webhook-cert",
+			})
+			set := decodeAll(t, render(t, filepath.Join(root, c.overlay)))
+			for _, p := range set.problems(true) {
+				t.Error(p)
 			}
-			continue
-		}
-		if o.Namespace != "" && o.Namespace != "team-a" {
-			t.Errorf("%s: not in namespace team-a", o)
-		}
-		if o.Kind != "CustomResourceDefinition" && !strings.HasPrefix(o.Name, "qa-hitl-") {
-			t.Errorf("%s: the name lacks the prefix qa-hitl-", o)
-		}
-	}
-	cert := set.get("Certificate", "team-a", "qa-hitl-serving-cert")
-	if cert == nil {
-		t.Fatal("no Certificate team-a/qa-hitl-serving-cert")
-	}
-	if got, want := cert.typed.(*certificate).Spec.DNSNames[0], "qa-hitl-webhook-service.team-a.svc"; got != want {
-		t.Errorf("the Certificate's first DNS name is %s, want %s", got, want)
+			for _, p := range overlayProblems(c.overlay, set) {
+				t.Error(p)
+			}
+			for _, o := range set.all {
+				if o.Kind == "Namespace" {
+					if o.Name != "team-a" {
+						t.Errorf("%s: want namespace team-a", o)
+					}
+					continue
+				}
+				if !clusterScoped[o.Kind] && o.Namespace != "team-a" {
+					t.Errorf("%s: not in namespace team-a", o)
+				}
+				if o.Kind != "CustomResourceDefinition" && !strings.HasPrefix(o.Name, "qa-hitl-") {
+					t.Errorf("%s: the name lacks the prefix qa-hitl-", o)
+				}
+			}
+			if set.get("ConfigMap", "team-a", "qa-hitl-admission") == nil {
+				t.Error("no ConfigMap team-a/qa-hitl-admission")
+			}
+			if c.overlay == "default" {
+				return
+			}
+			cert := set.get("Certificate", "team-a", "qa-hitl-serving-cert")
+			if cert == nil {
+				t.Fatal("no Certificate team-a/qa-hitl-serving-cert")
+			}
+			if got, want := cert.typed.(*certificate).Spec.DNSNames[0], "qa-hitl-webhook-service.team-a.svc"; got != want {
+				t.Errorf("the Certificate's first DNS name is %s, want %s", got, want)
+			}
+		})
 	}
 }
 
-// TestChecksFindBrokenReferences breaks one reference at a time in the
-// rendered config/default and expects the checks to say so: a check that
-// finds nothing is no check.
+// TestChecksFindBrokenReferences breaks one thing at a time in a rendered
+// install overlay and expects the checks (problems, overlayProblems) or the
+// strict decoding to say so: a check that finds nothing is no check.
 func TestChecksFindBrokenReferences(t *testing.T) {
-	rendered := render(t, filepath.Join(configDir, "default"))
-	if set := decodeAll(t, rendered); len(set.problems(true)) > 0 {
-		t.Fatalf("config/default has problems before any is made: %v", set.problems(true))
+	rendered := map[string][][]byte{}
+	for _, overlay := range []string{"default", "webhook-feedback", "webhook-mode"} {
+		rendered[overlay] = render(t, filepath.Join(configDir, overlay))
+		set := decodeAll(t, rendered[overlay])
+		if found := append(set.problems(true), overlayProblems(overlay, set)...); len(found) > 0 {
+			t.Fatalf("config/%s has problems before any is made: %v", overlay, found)
+		}
 	}
+	const (
+		dflt     = "default"
+		feedback = "webhook-feedback"
+		mode     = "webhook-mode"
+	)
 	cases := []struct {
-		name, kind string
-		mutate     func(obj map[string]any)
-		want       string
+		name, overlay, kind string
+		objName             string // the object of kind to break; the first if empty
+		mutate              func(obj map[string]any)
+		want                string
 	}{
-		{"issuerRef without the prefix (issue 13)", "Certificate", func(o map[string]any) {
+		// Admission policies.
+		{"binding naming a missing policy", dflt, "ValidatingAdmissionPolicyBinding", "", func(o map[string]any) {
+			at(o, "spec")["policyName"] = "question-identity"
+		}, "spec.policyName names ValidatingAdmissionPolicy question-identity, which is not in the output"},
+		{"mutating binding naming a missing policy", dflt, "MutatingAdmissionPolicyBinding", "", func(o map[string]any) {
+			at(o, "spec")["policyName"] = "hitl-reply-identity-v2"
+		}, "spec.policyName names MutatingAdmissionPolicy hitl-reply-identity-v2"},
+		{"binding naming a policy of the other family", mode, "ValidatingAdmissionPolicyBinding", "hitl-question-identity", func(o map[string]any) {
+			// hitl-question-agent-label is a MutatingAdmissionPolicy, and
+			// webhook-mode has none.
+			at(o, "spec")["policyName"] = "hitl-question-agent-label"
+		}, "names ValidatingAdmissionPolicy hitl-question-agent-label"},
+		{"policy without a binding", dflt, "ValidatingAdmissionPolicy", "hitl-reply-identity", func(o map[string]any) {
+			at(o, "metadata")["name"] = "hitl-reply-identity-v2"
+		}, "ValidatingAdmissionPolicy hitl-reply-identity-v2: no ValidatingAdmissionPolicyBinding binds it"},
+		{"paramRef naming a missing ConfigMap", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
+			at(o, "spec", "paramRef")["name"] = "admission"
+		}, "spec.paramRef names ConfigMap hitl-system/admission, which is not in the output"},
+		{"paramRef in another namespace", feedback, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
+			at(o, "spec", "paramRef")["namespace"] = "system"
+		}, "spec.paramRef names ConfigMap system/hitl-admission"},
+		{"paramRef without a namespace", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
+			delete(at(o, "spec", "paramRef"), "namespace")
+		}, "spec.paramRef has no namespace"},
+		{"paramRef of another kind than the paramKind", dflt, "ValidatingAdmissionPolicy", "hitl-question-timeout", func(o map[string]any) {
+			at(o, "spec", "paramKind")["kind"] = "Secret"
+		}, "spec.paramRef names Secret hitl-system/hitl-admission"},
+		{"paramRef of another version than the paramKind", dflt, "ValidatingAdmissionPolicy", "hitl-question-timeout", func(o map[string]any) {
+			at(o, "spec", "paramKind")["apiVersion"] = "v2"
+		}, "but its policy's paramKind is v2 ConfigMap"},
+		{"paramRef selecting nothing", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
+			ref := at(o, "spec", "paramRef")
+			delete(ref, "name")
+			ref["selector"] = map[string]any{"matchLabels": map[string]any{"hitl.dev/params": "admission"}}
+		}, "selects no v1 ConfigMap"},
+		{"binding without the paramRef its policy needs", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
+			delete(at(o, "spec"), "paramRef")
+		}, "has no spec.paramRef, but its policy hitl-question-timeout has spec.paramKind v1 ConfigMap"},
+		{"paramRef for a policy without a paramKind", dflt, "ValidatingAdmissionPolicyBinding", "hitl-reply-identity", func(o map[string]any) {
+			at(o, "spec")["paramRef"] = map[string]any{"name": "hitl-admission", "namespace": "hitl-system"}
+		}, "has a spec.paramRef, but its policy hitl-reply-identity has no spec.paramKind"},
+		{"parameter ConfigMap without the key the policy reads", dflt, "ConfigMap", "hitl-admission", func(o map[string]any) {
+			o["data"] = map[string]any{"maxTimeOut": "24h"}
+		}, "reads params.data.maxTimeout"},
+		{"cluster-scoped policy with a namespace", dflt, "MutatingAdmissionPolicy", "", func(o map[string]any) {
+			at(o, "metadata")["namespace"] = "hitl-system"
+		}, "MutatingAdmissionPolicy is cluster-scoped, yet it has a namespace"},
+		{"policy failing open", dflt, "ValidatingAdmissionPolicy", "hitl-question-identity", func(o map[string]any) {
+			at(o, "spec")["failurePolicy"] = "Ignore"
+		}, "has failurePolicy Ignore"},
+		{"binding that only warns", dflt, "ValidatingAdmissionPolicyBinding", "", func(o map[string]any) {
+			at(o, "spec")["validationActions"] = []any{"Warn"}
+		}, "spec.validationActions [Warn] lacks Deny"},
+		{"nothing stamps replies", dflt, "MutatingAdmissionPolicy", "hitl-reply-identity", func(o map[string]any) {
+			item(at(o, "spec", "matchConstraints"), "resourceRules", 0)["operations"] = []any{"UPDATE"}
+		}, "nothing stamps questionreplies on CREATE"},
+		{"a misspelt policy field", dflt, "ValidatingAdmissionPolicy", "", func(o map[string]any) {
+			at(o, "spec")["validation"] = []any{}
+		}, `unknown field "spec.validation"`},
+		{"a v1beta1 policy", dflt, "MutatingAdmissionPolicy", "", func(o map[string]any) {
+			o["apiVersion"] = "admissionregistration.k8s.io/v1beta1"
+		}, "apiVersion admissionregistration.k8s.io/v1beta1: want admissionregistration.k8s.io/v1"},
+
+		// Webhooks and their failure policies.
+		{"feedback webhook failing closed", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+			item(o, "webhooks", 0)["failurePolicy"] = "Fail"
+		}, "webhook vquestionreply.hitl.dev has failurePolicy Fail"},
+		{"feedback webhook failing closed by default", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+			delete(item(o, "webhooks", 0), "failurePolicy")
+		}, "webhook vquestionreply.hitl.dev has failurePolicy Fail"},
+		{"another feedback webhook", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+			item(o, "webhooks", 0)["name"] = "vuserquestion.hitl.dev"
+		}, "want exactly the validating webhook vquestionreply.hitl.dev"},
+		{"mutating webhook failing open in webhook mode", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
+			item(o, "webhooks", 0)["failurePolicy"] = "Ignore"
+		}, "does not have failurePolicy Fail"},
+		{"manager of the default install serving webhooks", dflt, "Deployment", "", func(o map[string]any) {
+			c := item(at(o, "spec", "template", "spec"), "containers", 0)
+			c["args"] = append(c["args"].([]any), "--enable-webhooks")
+		}, "runs with --enable-webhooks, but the overlay has no webhook configuration"},
+		{"manager of the feedback webhook not serving it", feedback, "Deployment", "", func(o map[string]any) {
+			c := item(at(o, "spec", "template", "spec"), "containers", 0)
+			c["args"] = []any{"--leader-elect", "--enable-webhooks=false"}
+		}, "does not run with --enable-webhooks, but the overlay has webhooks"},
+
+		// cert-manager and the webhook Service.
+		{"issuerRef without the prefix (issue 13)", feedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec", "issuerRef")["name"] = "selfsigned-issuer"
 		}, "spec.issuerRef names Issuer hitl-system/selfsigned-issuer"},
-		{"inject-ca-from without the prefix", "ValidatingWebhookConfiguration", func(o map[string]any) {
+		{"inject-ca-from without the prefix", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
 			at(o, "metadata", "annotations")[injectCAFrom] = "hitl-system/serving-cert"
 		}, "names Certificate hitl-system/serving-cert"},
-		{"inject-ca-from in another namespace", "MutatingWebhookConfiguration", func(o map[string]any) {
+		{"inject-ca-from in another namespace", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
 			at(o, "metadata", "annotations")[injectCAFrom] = "system/hitl-serving-cert"
 		}, "names Certificate system/hitl-serving-cert"},
-		{"no inject-ca-from", "MutatingWebhookConfiguration", func(o map[string]any) {
+		{"no inject-ca-from", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
 			delete(at(o, "metadata", "annotations"), injectCAFrom)
 		}, "no cert-manager.io/inject-ca-from annotation"},
-		{"certificate for another Service", "Certificate", func(o map[string]any) {
+		{"certificate for another Service", feedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec")["dnsNames"] = []any{"webhook-service.system.svc"}
 		}, "not the webhook Service's hitl-webhook-service.hitl-system.svc"},
-		{"webhook Service in another namespace", "ValidatingWebhookConfiguration", func(o map[string]any) {
-			at(item(o, "webhooks", 1), "clientConfig", "service")["namespace"] = "system"
+		{"webhook Service in another namespace", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+			at(item(o, "webhooks", 0), "clientConfig", "service")["namespace"] = "system"
 		}, "names Service system/hitl-webhook-service"},
-		{"webhook Service without the prefix", "MutatingWebhookConfiguration", func(o map[string]any) {
-			at(item(o, "webhooks", 0), "clientConfig", "service")["name"] = "webhook-service"
+		{"webhook Service without the prefix", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
+			at(item(o, "webhooks", 1), "clientConfig", "service")["name"] = "webhook-service"
 		}, "names Service hitl-system/webhook-service"},
-		{"volume of a Secret no Certificate issues", "Deployment", func(o map[string]any) {
+		{"volume of a Secret no Certificate issues", feedback, "Deployment", "", func(o map[string]any) {
 			at(item(at(o, "spec", "template", "spec"), "volumes", 0), "secret")["secretName"] = "hitl-webhook-server-cert"
 		}, "mounts Secret hitl-webhook-server-cert, which no Certificate"},
-		{"ServiceAccount without the prefix", "Deployment", func(o map[string]any) {
-			at(o, "spec", "template", "spec")["serviceAccountName"] = "controller-manager"
-		}, "serviceAccountName names ServiceAccount hitl-system/controller-manager"},
-		{"Role without the prefix", "RoleBinding", func(o map[string]any) {
-			at(o, "roleRef")["name"] = "leader-election-role"
-		}, "roleRef names Role hitl-system/leader-election-role"},
-		{"ClusterRole without the prefix", "ClusterRoleBinding", func(o map[string]any) {
-			at(o, "roleRef")["name"] = "manager-role"
-		}, "roleRef names ClusterRole manager-role"},
-		{"subject in the base's namespace", "ClusterRoleBinding", func(o map[string]any) {
-			item(o, "subjects", 0)["namespace"] = "system"
-		}, "a subject names ServiceAccount system/hitl-controller-manager"},
-		{"Service selecting nothing", "Service", func(o map[string]any) {
+		{"Service selecting nothing", feedback, "Service", "", func(o map[string]any) {
 			at(o, "spec", "selector")["app.kubernetes.io/component"] = "webhook"
 		}, "selects no Deployment's pods"},
-		{"Service sending to a port the pods lack", "Service", func(o map[string]any) {
+		{"Service sending to a port the pods lack", mode, "Service", "", func(o map[string]any) {
 			item(at(o, "spec"), "ports", 0)["targetPort"] = int64(9444)
 		}, "port 443 targets 9444"},
-		{"namespace not in the output", "Namespace", func(o map[string]any) {
-			at(o, "metadata")["name"] = "system"
-		}, "its namespace is not in the output"},
-		{"a misspelt field", "Deployment", func(o map[string]any) {
-			at(o, "spec")["replica"] = int64(2)
-		}, `unknown field "spec.replica"`},
-		{"a misspelt cert-manager field", "Certificate", func(o map[string]any) {
+		{"a misspelt cert-manager field", feedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec")["dnsName"] = "x"
 		}, `unknown field "dnsName"`},
+
+		// RBAC, the manager, the namespace.
+		{"ServiceAccount without the prefix", dflt, "Deployment", "", func(o map[string]any) {
+			at(o, "spec", "template", "spec")["serviceAccountName"] = "controller-manager"
+		}, "serviceAccountName names ServiceAccount hitl-system/controller-manager"},
+		{"Role without the prefix", dflt, "RoleBinding", "", func(o map[string]any) {
+			at(o, "roleRef")["name"] = "leader-election-role"
+		}, "roleRef names Role hitl-system/leader-election-role"},
+		{"ClusterRole without the prefix", dflt, "ClusterRoleBinding", "", func(o map[string]any) {
+			at(o, "roleRef")["name"] = "manager-role"
+		}, "roleRef names ClusterRole manager-role"},
+		{"subject in the base's namespace", dflt, "ClusterRoleBinding", "", func(o map[string]any) {
+			item(o, "subjects", 0)["namespace"] = "system"
+		}, "a subject names ServiceAccount system/hitl-controller-manager"},
+		{"namespace not in the output", dflt, "Namespace", "", func(o map[string]any) {
+			at(o, "metadata")["name"] = "system"
+		}, "its namespace is not in the output"},
+		{"a misspelt field", dflt, "Deployment", "", func(o map[string]any) {
+			at(o, "spec")["replica"] = int64(2)
+		}, `unknown field "spec.replica"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			docs := make([][]byte, 0, len(rendered))
+			docs := make([][]byte, 0, len(rendered[c.overlay]))
 			mutated := 0
-			for _, data := range rendered {
+			for _, data := range rendered[c.overlay] {
 				var obj map[string]any
 				if err := yaml.Unmarshal(data, &obj); err != nil {
 					t.Fatal(err)
 				}
-				if obj["kind"] == c.kind && mutated == 0 {
+				if obj["kind"] == c.kind && (c.objName == "" || at(obj, "metadata")["name"] == c.objName) && mutated == 0 {
 					c.mutate(obj)
 					mutated++
 					var err error
@@ -134,10 +251,10 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 				docs = append(docs, data)
 			}
 			if mutated == 0 {
-				t.Fatalf("config/default has no %s", c.kind)
+				t.Fatalf("config/%s has no %s %s", c.overlay, c.kind, c.objName)
 			}
 			set, errs := decode(docs)
-			found := set.problems(true)
+			found := append(set.problems(true), overlayProblems(c.overlay, set)...)
 			for _, err := range errs {
 				found = append(found, err.Error())
 			}

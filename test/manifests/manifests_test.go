@@ -1,10 +1,14 @@
 // Package manifests renders every kustomization under config/ in-process,
 // as `kubectl apply -k` would, and checks what comes out: each object
 // decodes strictly against its kind's schema, and the objects that name one
-// another (cert-manager's Certificate and Issuer, the webhook configurations
-// and their Service, RBAC bindings, the manager's ServiceAccount and
-// certificate Secret) still agree after namePrefix and namespace rewrote
-// them.
+// another (admission policy bindings and their policies and parameter
+// ConfigMaps, cert-manager's Certificate and Issuer, the webhook
+// configurations and their Service, RBAC bindings, the manager's
+// ServiceAccount and certificate Secret) still agree after namePrefix and
+// namespace rewrote them. It also pins what each install overlay holds
+// (config/default: policies, no webhook; config/webhook-feedback and
+// config/webhook-mode: which webhooks, failing open or closed), and that the
+// policies spell the names and codes the Go code uses.
 package manifests
 
 import (
@@ -13,8 +17,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -68,24 +74,77 @@ func TestEveryKustomizationRendersConsistently(t *testing.T) {
 }
 
 // TestDefaultOverlayIsComplete pins what config/default must hold for the
-// manager to run with its webhooks served through cert-manager.
+// manager to run with admission checked by policies inside the API server,
+// and what it must not: no webhook and nothing of cert-manager.
 func TestDefaultOverlayIsComplete(t *testing.T) {
 	set := decodeAll(t, render(t, filepath.Join(configDir, "default")))
 	for _, kind := range []string{
 		"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration",
-		"ValidatingWebhookConfiguration", "Issuer", "Certificate",
+		"Role", "RoleBinding", "Deployment", "ConfigMap",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+		"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
 	} {
 		if len(set.byKind[kind]) == 0 {
 			t.Errorf("config/default has no %s", kind)
 		}
 	}
+	for _, kind := range []string{
+		"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer", "ClusterIssuer", "Certificate",
+	} {
+		for _, o := range set.byKind[kind] {
+			t.Errorf("config/default has %s: the default install needs no webhook and no cert-manager", o)
+		}
+	}
 	for _, o := range set.all {
-		if o.Kind == "Namespace" || o.Namespace == "" {
+		switch {
+		case o.Kind == "Namespace":
+			if o.Name != "hitl-system" {
+				t.Errorf("%s: want namespace hitl-system", o)
+			}
+		case clusterScoped[o.Kind]:
+			// problems reports a namespace on these.
+		case o.Namespace != "hitl-system":
+			t.Errorf("%s is in namespace %q, not hitl-system", o, o.Namespace)
+		}
+	}
+	// The parameter ConfigMap's maxTimeout is a duration the policy can read
+	// (problems checks that the ConfigMap has every key a policy reads).
+	if o := set.get("ConfigMap", "hitl-system", "hitl-admission"); o == nil {
+		t.Error("config/default has no ConfigMap hitl-system/hitl-admission")
+	} else if d, err := time.ParseDuration(o.typed.(*corev1.ConfigMap).Data["maxTimeout"]); err != nil || d <= 0 {
+		t.Errorf("%s: data.maxTimeout is no positive duration (%v)", o, err)
+	}
+	// Its references are TestEveryKustomizationRendersConsistently's part,
+	// its webhooks (none) and its manager's flags
+	// TestOverlaysFailOpenButInWebhookMode's.
+}
+
+// TestOverlaysFailOpenButInWebhookMode checks every top-level overlay with a
+// manager (an install) against overlayProblems, and that the three installs
+// it knows are there to be checked.
+func TestOverlaysFailOpenButInWebhookMode(t *testing.T) {
+	dirs, topLevel := kustomizations(t)
+	checked := map[string]bool{}
+	for _, dir := range dirs {
+		if !topLevel[dir] {
 			continue
 		}
-		if o.Namespace != "hitl-system" {
-			t.Errorf("%s is in namespace %q, not hitl-system", o, o.Namespace)
+		rel, _ := filepath.Rel(configDir, dir)
+		rel = filepath.ToSlash(rel)
+		t.Run(rel, func(t *testing.T) {
+			set := decodeAll(t, render(t, dir))
+			if len(set.byKind["Deployment"]) == 0 {
+				t.Skip("no manager: not an install")
+			}
+			checked[rel] = true
+			for _, p := range overlayProblems(rel, set) {
+				t.Error(p)
+			}
+		})
+	}
+	for _, want := range []string{"default", "webhook-feedback", "webhook-mode"} {
+		if !checked[want] {
+			t.Errorf("config/%s is no top-level install overlay", want)
 		}
 	}
 }
@@ -181,7 +240,7 @@ func render(t *testing.T, dir string) [][]byte {
 // typed object of the scheme, or one of this file's cert-manager types).
 type object struct {
 	APIVersion, Kind, Namespace, Name string
-	Annotations                       map[string]string
+	Labels, Annotations               map[string]string
 	typed                             any
 }
 
@@ -281,6 +340,7 @@ func decode(docs [][]byte) (*objectSet, []error) {
 			Metadata   struct {
 				Name        string            `json:"name"`
 				Namespace   string            `json:"namespace"`
+				Labels      map[string]string `json:"labels"`
 				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
 		}
@@ -291,12 +351,16 @@ func decode(docs [][]byte) (*objectSet, []error) {
 		o := &object{
 			APIVersion: head.APIVersion, Kind: head.Kind,
 			Namespace: head.Metadata.Namespace, Name: head.Metadata.Name,
-			Annotations: head.Metadata.Annotations,
+			Labels: head.Metadata.Labels, Annotations: head.Metadata.Annotations,
 		}
 		var err error
 		switch {
 		case strings.HasPrefix(o.APIVersion, "cert-manager.io/"):
 			err = decodeCertManager(o, data)
+		case strings.HasPrefix(o.APIVersion, admissionv1.GroupName+"/") && o.APIVersion != admissionv1.SchemeGroupVersion.String():
+			// The checks read admission objects as the typed structs of
+			// admissionregistration.k8s.io/v1, which has them all.
+			err = fmt.Errorf("apiVersion %s: want %s", o.APIVersion, admissionv1.SchemeGroupVersion)
 		default:
 			o.typed, _, err = decoder.Decode(data, nil, nil)
 		}
@@ -368,6 +432,16 @@ func (s *objectSet) problems(complete bool) []string {
 			}
 		}
 	}
+	// kustomize's namespace sets metadata.namespace on kinds it does not know
+	// to be cluster-scoped (the admission policies among them); the
+	// overlays take it off again (config/default).
+	for _, o := range s.all {
+		if clusterScoped[o.Kind] && o.Namespace != "" {
+			errorf("%s: %s is cluster-scoped, yet it has a namespace", o, o.Kind)
+		}
+	}
+
+	s.policyProblems(complete, want, errorf)
 
 	usesCertManager := len(s.byKind["Certificate"]) > 0
 	certSecrets := map[string]bool{} // namespace/secretName
@@ -496,6 +570,159 @@ func (s *objectSet) problems(complete bool) []string {
 		}
 	}
 	return problems
+}
+
+// clusterScoped are the cluster-scoped kinds hitl's manifests have (or
+// might: ClusterIssuer); every other kind is namespaced.
+var clusterScoped = map[string]bool{
+	"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
+	"ClusterIssuer": true,
+}
+
+// overlayProblems lists what is wrong with the install overlay config/<name>
+// as a whole (its references are problems' part):
+//   - Its manager serves webhooks (--enable-webhooks) if and only if the
+//     overlay has webhook configurations: config/default has neither.
+//   - No webhook fails closed (failurePolicy Fail, also the default), so that
+//     asking and answering go on while the manager is down, but the mutating
+//     webhooks of config/webhook-mode, which stamp in place of the mutating
+//     policies and must not let a reply in unstamped.
+//   - Every admission policy fails closed, and every validating binding
+//     denies.
+//   - Questions and replies are stamped, by a MutatingAdmissionPolicy or (in
+//     config/webhook-mode only) a mutating webhook.
+//   - config/webhook-feedback has exactly the validating reply webhook;
+//     config/webhook-mode has no MutatingAdmissionPolicy(Binding), for
+//     clusters that lack the kind.
+func overlayProblems(name string, s *objectSet) []string {
+	var problems []string
+	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	webhookMode := name == "webhook-mode"
+
+	type hook struct {
+		config   *object
+		mutating bool
+		name     string
+		fail     bool
+		rules    []admissionv1.RuleWithOperations
+	}
+	var hooks []hook
+	for _, o := range s.byKind["MutatingWebhookConfiguration"] {
+		for _, h := range o.typed.(*admissionv1.MutatingWebhookConfiguration).Webhooks {
+			hooks = append(hooks, hook{o, true, h.Name, h.FailurePolicy == nil || *h.FailurePolicy == admissionv1.Fail, h.Rules})
+		}
+	}
+	for _, o := range s.byKind["ValidatingWebhookConfiguration"] {
+		for _, h := range o.typed.(*admissionv1.ValidatingWebhookConfiguration).Webhooks {
+			hooks = append(hooks, hook{o, false, h.Name, h.FailurePolicy == nil || *h.FailurePolicy == admissionv1.Fail, h.Rules})
+		}
+	}
+
+	for _, o := range s.byKind["Deployment"] {
+		serves := enablesWebhooks(o.typed.(*appsv1.Deployment))
+		switch {
+		case serves && len(hooks) == 0:
+			errorf("config/%s: %s runs with --enable-webhooks, but the overlay has no webhook configuration", name, o)
+		case !serves && len(hooks) > 0:
+			errorf("config/%s: %s does not run with --enable-webhooks, but the overlay has webhooks", name, o)
+		}
+	}
+
+	for _, h := range hooks {
+		switch {
+		case h.fail && !(webhookMode && h.mutating):
+			errorf("config/%s: %s: webhook %s has failurePolicy Fail: while the manager is down nothing it matches is admitted (only config/webhook-mode's mutating webhooks fail closed)", name, h.config, h.name)
+		case !h.fail && webhookMode && h.mutating:
+			errorf("config/%s: %s: webhook %s does not have failurePolicy Fail: in webhook mode it stamps in place of the mutating policies, and nothing may be admitted unstamped", name, h.config, h.name)
+		}
+	}
+
+	for _, f := range policyFamilies {
+		for _, o := range s.byKind[f.policy] {
+			if p := policyOf(o); p.failurePolicy != nil && *p.failurePolicy != admissionv1.Fail {
+				errorf("config/%s: %s has failurePolicy %s: a policy that fails open lets unchecked objects in", name, o, *p.failurePolicy)
+			}
+		}
+	}
+	for _, o := range s.byKind["ValidatingAdmissionPolicyBinding"] {
+		if b := o.typed.(*admissionv1.ValidatingAdmissionPolicyBinding); !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
+			errorf("config/%s: %s: spec.validationActions %v lacks Deny", name, o, b.Spec.ValidationActions)
+		}
+	}
+
+	// Something stamps each of hitl's kinds: the agent label of a question,
+	// the author and question label of a reply.
+	for _, resource := range []string{"userquestions", "questionreplies"} {
+		stamped := false
+		for _, o := range s.byKind["MutatingAdmissionPolicy"] {
+			if mc := o.typed.(*admissionv1.MutatingAdmissionPolicy).Spec.MatchConstraints; mc != nil {
+				for _, r := range mc.ResourceRules {
+					stamped = stamped || ruleMatches(r.RuleWithOperations, resource)
+				}
+			}
+		}
+		for _, h := range hooks {
+			for _, r := range h.rules {
+				if h.mutating && ruleMatches(r, resource) {
+					if !webhookMode {
+						errorf("config/%s: %s: webhook %s stamps %s, which only config/webhook-mode leaves to a webhook", name, h.config, h.name, resource)
+					}
+					stamped = true
+				}
+			}
+		}
+		if !stamped {
+			errorf("config/%s: nothing stamps %s on CREATE: no MutatingAdmissionPolicy and no mutating webhook matches it", name, resource)
+		}
+	}
+
+	switch name {
+	case "webhook-feedback":
+		if len(hooks) != 1 || hooks[0].mutating || hooks[0].name != "vquestionreply.hitl.dev" || hooks[0].fail {
+			var got []string
+			for _, h := range hooks {
+				got = append(got, fmt.Sprintf("%s (%s, fail=%t)", h.name, h.config.Kind, h.fail))
+			}
+			errorf("config/webhook-feedback: want exactly the validating webhook vquestionreply.hitl.dev with failurePolicy Ignore, have %v", got)
+		}
+	case "webhook-mode":
+		for _, kind := range []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} {
+			for _, o := range s.byKind[kind] {
+				errorf("config/webhook-mode: has %s, a kind the clusters it is for do not have", o)
+			}
+		}
+	}
+	return problems
+}
+
+// ruleMatches tells whether rule matches CREATE of resource in hitl's group.
+func ruleMatches(rule admissionv1.RuleWithOperations, resource string) bool {
+	anyOf := func(list []string, v string) bool { return slices.Contains(list, "*") || slices.Contains(list, v) }
+	ops := make([]string, len(rule.Operations))
+	for i, op := range rule.Operations {
+		ops[i] = string(op)
+	}
+	return anyOf(rule.APIGroups, hitlv1.GroupVersion.Group) && anyOf(rule.Resources, resource) && anyOf(ops, string(admissionv1.Create))
+}
+
+// enablesWebhooks tells whether a container of d runs with --enable-webhooks
+// (or -enable-webhooks, =true).
+func enablesWebhooks(d *appsv1.Deployment) bool {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+			flag, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+			if !strings.HasPrefix(arg, "-") || flag != "enable-webhooks" {
+				continue
+			}
+			if on, err := strconv.ParseBool(value); !hasValue || (err == nil && on) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func checkSubjects(o *object, subjects []rbacv1.Subject, want func(*object, string, string, string, string) *object, errorf func(string, ...any)) {
