@@ -147,6 +147,84 @@ var _ = Describe("A blocking question", func() {
 	})
 })
 
+// Admission may be missing (not installed, or a reply that does not name
+// its agent): the controller checks every new reply's author against its
+// question's agent before the reply can settle or queue anything.
+var _ = Describe("A reply's author", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	// unauthorized is a reply by a user outside the group the suite lets
+	// answer every agent.
+	unauthorized := func(name, question string) *hitlv1.QuestionReply {
+		r := Reply(name, ns, question).Select("env", "prod").Obj()
+		r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: "mallory", UID: "uid-mallory", Groups: []string{"outsiders"}}
+		return r
+	}
+
+	It("who may not answer the agent is rejected with FORBIDDEN, and the question stays Open for the next reply", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Agent("release-bot").Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, unauthorized("mallory", "deploy"))).To(Succeed())
+		Eventually(outcome(ns, "mallory")).Should(Equal(hitlv1.OutcomeRejected))
+		st := reply(ns, "mallory")()
+		Expect(st.Reason).To(Equal(hitlv1.CodeForbidden))
+		Expect(st.Message).To(Equal(`FORBIDDEN: user "mallory" may not answer the questions of agent "release-bot": it needs RBAC verb "answer" on agents.hitl.dev/release-bot`))
+		Eventually(events(ns, "mallory", string(hitlv1.CodeForbidden))).Should(Equal(1))
+		Expect(state(ns, "deploy")()).To(Equal(hitlv1.StateOpen))
+
+		Expect(k8s.Create(ctx, Reply("alice", ns, "deploy").Select("env", "staging").AnsweredBy("alice").Obj())).To(Succeed())
+		Eventually(state(ns, "deploy")).Should(Equal(hitlv1.StateSettled))
+		Expect(question(ns, "deploy")().Status.Settlement.Reply).To(Equal("alice"))
+	})
+
+	It("who may not answer is rejected, not queued, on a Continued question", func() {
+		Expect(k8s.Create(ctx, Question("late", ns).Ask("env", "Where?", "staging", "prod").Timeout(100*time.Millisecond).Obj())).To(Succeed())
+		Eventually(state(ns, "late")).Should(Equal(hitlv1.StateContinued))
+		Expect(k8s.Create(ctx, unauthorized("mallory", "late"))).To(Succeed())
+		Eventually(outcome(ns, "mallory")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "mallory")().Reason).To(Equal(hitlv1.CodeForbidden))
+		Expect(question(ns, "late")().Status.QueuedReply).To(BeNil())
+	})
+
+	It("missing (a reply admitted without hitl's admission) is rejected with FORBIDDEN", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("nobody", ns, "deploy").Select("env", "prod").Anonymous().Obj())).To(Succeed())
+		Eventually(outcome(ns, "nobody")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "nobody")().Message).To(HavePrefix("FORBIDDEN: reply nobody carries no authenticated author (spec.answeredBy)"))
+		Expect(state(ns, "deploy")()).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("naming another agent than the question's is rejected with AGENT_MISMATCH, and keeps its label", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Agent("release-bot").Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		r := Reply("elsewhere", ns, "deploy").Select("env", "prod").Obj()
+		r.Labels = map[string]string{hitlv1.AgentLabel: "office-bot"}
+		Expect(k8s.Create(ctx, r)).To(Succeed())
+		Eventually(outcome(ns, "elsewhere")).Should(Equal(hitlv1.OutcomeRejected))
+		st := reply(ns, "elsewhere")()
+		Expect(st.Reason).To(Equal(hitlv1.CodeAgentMismatch))
+		Expect(st.Message).To(ContainSubstring(`label hitl.dev/agent="office-bot" (metadata.labels)`))
+		Expect(state(ns, "deploy")()).To(Equal(hitlv1.StateOpen))
+		got := &hitlv1.QuestionReply{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "elsewhere"}, got)).To(Succeed())
+		Expect(got.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "office-bot"))
+	})
+
+	It("gets the agent and question labels and an owner reference when the reply lacks them", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Agent("release-bot").Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		q := question(ns, "deploy")()
+		Expect(k8s.Create(ctx, Reply("bare", ns, "deploy").Select("env", "prod").Obj())).To(Succeed())
+		Eventually(outcome(ns, "bare")).Should(Equal(hitlv1.OutcomeApplied))
+		Eventually(func() *hitlv1.QuestionReply {
+			got := &hitlv1.QuestionReply{}
+			Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bare"}, got)).To(Succeed())
+			return got
+		}).Should(And(
+			WithTransform(func(r *hitlv1.QuestionReply) map[string]string { return r.Labels },
+				Equal(map[string]string{hitlv1.AgentLabel: "release-bot", hitlv1.QuestionLabel: "deploy"})),
+			WithTransform(func(r *hitlv1.QuestionReply) bool { return r.OwnedBy(q) }, BeTrue())))
+	})
+})
+
 var _ = Describe("A timed question", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })

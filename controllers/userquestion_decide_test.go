@@ -112,6 +112,7 @@ type scene struct {
 	claims   []Claim
 	held     time.Time
 	now      time.Time
+	refused  map[string]Refusal
 }
 
 func given(q *uqBuilder, replies ...*qrBuilder) *scene {
@@ -133,6 +134,16 @@ func (s *scene) plus(replies ...*qrBuilder) *scene {
 func (s *scene) claimed(claims ...Claim) *scene { s.claims = claims; return s }
 
 func (s *scene) heldUntil(t time.Time) *scene { s.held = t; return s }
+
+// refuses says what Reconcile learned of a reply's author: code, with a
+// message naming the reply.
+func (s *scene) refuses(reply string, code hitlv1.ErrorCode) *scene {
+	if s.refused == nil {
+		s.refused = map[string]Refusal{}
+	}
+	s.refused[reply] = Refusal{Code: code, Message: string(code) + ": refused " + reply}
+	return s
+}
 
 // agentAdmits and agentCancels are the agent's spec writes.
 func (s *scene) agentAdmits(reply string) *scene {
@@ -193,7 +204,7 @@ func (s *scene) write(replies bool) *scene {
 }
 
 func (s *scene) inputs() Inputs {
-	in := Inputs{Question: s.question.DeepCopy(), Claims: append([]Claim(nil), s.claims...), HeldUntil: s.held, Now: s.now}
+	in := Inputs{Question: s.question.DeepCopy(), Claims: append([]Claim(nil), s.claims...), HeldUntil: s.held, Now: s.now, Refused: s.refused}
 	for i := range s.replies {
 		in.Replies = append(in.Replies, *s.replies[i].DeepCopy())
 	}
@@ -795,7 +806,37 @@ func TestDecide(t *testing.T) {
 			want: decideWant{state: hitlv1.StateOpen},
 		},
 
-		// 12. Outcomes already given stay.
+		// 12. Replies whose author may not answer, or that name another agent.
+		{
+			name: "a reply whose author may not answer is rejected with FORBIDDEN, and the next reply settles",
+			in: given(aQuestion(),
+				aReply("r1").created(secs(1)).selects("color", "red").by("mallory"),
+				aReply("r2").created(secs(2)).selects("color", "green").by("bob")).at(secs(2)).refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: green, settlement: settled("r2", bob, false, secs(2)),
+				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1"), applied("r2")}},
+		},
+		{
+			name: "a refused late reply is rejected, not queued",
+			in:   continued().plus(aReply("r1").created(secs(10)).selects("color", "red")).at(secs(10)).refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
+				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1")}},
+		},
+		{
+			name: "a refusal goes before the state: a reply naming another agent to a settled question is AGENT_MISMATCH",
+			in: settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).selects("color", "green")).at(secs(5)).
+				refuses("r2", hitlv1.CodeAgentMismatch),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{rejected("r2", hitlv1.CodeAgentMismatch, "refused r2")}},
+		},
+		{
+			name: "a refused reply that arrives after the deadline still closes the window",
+			in:   given(timed(), aReply("r1").created(secs(4)).selects("color", "red")).at(secs(4)).refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateContinued, transition: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(4),
+				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1")}},
+		},
+
+		// 13. Outcomes already given stay.
 		{
 			name: "a reply already rejected keeps its outcome",
 			in:   given(aQuestion(), aReply("r1").created(secs(2)).selects("color", "purple")).at(secs(2)).reconciled().at(secs(3)),
