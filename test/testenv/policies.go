@@ -188,7 +188,7 @@ func WaitForPolicies(ctx context.Context, c client.Client, namespace string, mut
 func probeQuestion(namespace string) *hitlv1.UserQuestion {
 	return &hitlv1.UserQuestion{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "admission-probe-", Namespace: namespace},
-		Spec: hitlv1.UserQuestionSpec{Agent: "admission-probe", Questions: []hitlv1.Question{{ID: "probe", Question: "Is admission up?"}}},
+		Spec:       hitlv1.UserQuestionSpec{Agent: "admission-probe", Questions: []hitlv1.Question{{ID: "probe", Question: "Is admission up?"}}},
 	}
 }
 
@@ -198,7 +198,7 @@ func probeQuestion(namespace string) *hitlv1.UserQuestion {
 func GrantAnswering(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-answer-every-agent"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{hitlv1.GroupVersion.Group}, Resources: []string{hitlv1.AgentsResource}, Verbs: []string{hitlv1.VerbAnswer}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{hitlv1.GroupVersion.Group}, Resources: []string{hitlv1.AgentsResource}, Verbs: []string{hitlv1.VerbAnswer}}},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},

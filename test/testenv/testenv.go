@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
