@@ -100,8 +100,8 @@ build: ## Build the manager, kubectl-hitl and localcp into bin/.
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
 
 .PHONY: run
-run: build envtest-assets ## Start a local control plane with the CRDs and the manager (Ctrl-C stops everything).
-	$(LOCALBIN)/localcp --write-kubeconfig $(LOCALBIN)/kubeconfig --manager $(LOCALBIN)/manager
+run: build envtest-assets ## Start a local control plane with the CRDs, admission (ADMISSION=policies, feedback or webhooks) and the manager (Ctrl-C stops everything).
+	$(LOCALBIN)/localcp --write-kubeconfig $(LOCALBIN)/kubeconfig --manager $(LOCALBIN)/manager --admission $(or $(ADMISSION),policies)
 
 ##@ Dependencies
 
