@@ -211,6 +211,21 @@ func (m *Model) Reply(name, question string, valid bool) *Reply {
 	return r
 }
 
+// OutsiderReply records a new reply from a user who may not answer the
+// agent: a reply to a missing question is NOT_ANSWERABLE (nothing to check
+// it against), any other is FORBIDDEN and changes nothing (SPEC §3).
+func (m *Model) OutsiderReply(name, question string) *Reply {
+	r := &Reply{Name: name, Question: question}
+	m.Replies[name] = r
+	if m.question(question) == nil {
+		m.reject(r, hitlv1.CodeNotAnswerable, "missing question")
+	} else {
+		m.reject(r, hitlv1.CodeForbidden, "the author may not answer the agent")
+	}
+	m.settle()
+	return r
+}
+
 // Admit sets spec.admittedReply on a question. The API server refuses a
 // name other than the queued reply's, and any change once it is set.
 func (m *Model) Admit(question, reply string) error {

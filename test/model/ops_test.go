@@ -13,27 +13,28 @@ import (
 
 // Operation kinds.
 const (
-	kAsk         = "ask"          // a timed or blocking question
-	kAskClaimed  = "ask-claimed"  // claims first, then a question whose window may have closed already
-	kReply       = "reply"        // a valid batch, to any question or a missing one
-	kBadReply    = "reply-bad"    // a batch that breaks the batch rules (BAD_ANSWER)
-	kClaim       = "claim"        // a claim Lease on a question
-	kRenew       = "renew"        // a claim's renewal
-	kUnclaim     = "unclaim"      // a claim's deletion
-	kAdmit       = "admit"        // the agent admits the queued reply
-	kAdmitWrong  = "admit-wrong"  // spec.admittedReply naming a reply that is not queued
-	kWithdraw    = "withdraw"     // deleting a queued reply
-	kDeleteReply = "delete-reply" // deleting a reply that is not queued
-	kCancel      = "cancel"       // spec.cancelled
-	kStep        = "step"         // the fake clock moves by whole slots
-	kRestart     = "restart"      // the manager stops and starts again; some operations happen meanwhile
+	kAsk         = "ask"            // a timed or blocking question
+	kAskClaimed  = "ask-claimed"    // claims first, then a question whose window may have closed already
+	kReply       = "reply"          // a valid batch, to any question or a missing one
+	kBadReply    = "reply-bad"      // a batch that breaks the batch rules (BAD_ANSWER)
+	kOutsider    = "reply-outsider" // a valid batch from a user who may not answer the agent (FORBIDDEN)
+	kClaim       = "claim"          // a claim Lease on a question
+	kRenew       = "renew"          // a claim's renewal
+	kUnclaim     = "unclaim"        // a claim's deletion
+	kAdmit       = "admit"          // the agent admits the queued reply
+	kAdmitWrong  = "admit-wrong"    // spec.admittedReply naming a reply that is not queued
+	kWithdraw    = "withdraw"       // deleting a queued reply
+	kDeleteReply = "delete-reply"   // deleting a reply that is not queued
+	kCancel      = "cancel"         // spec.cancelled
+	kStep        = "step"           // the fake clock moves by whole slots
+	kRestart     = "restart"        // the manager stops and starts again; some operations happen meanwhile
 )
 
 var weights = []struct {
 	kind   string
 	weight int
 }{
-	{kAsk, 12}, {kAskClaimed, 3}, {kReply, 20}, {kBadReply, 6}, {kClaim, 7}, {kRenew, 5}, {kUnclaim, 5},
+	{kAsk, 12}, {kAskClaimed, 3}, {kReply, 20}, {kBadReply, 6}, {kOutsider, 3}, {kClaim, 7}, {kRenew, 5}, {kUnclaim, 5},
 	{kAdmit, 8}, {kAdmitWrong, 3}, {kWithdraw, 5}, {kDeleteReply, 2}, {kCancel, 5}, {kStep, 14}, {kRestart, 3},
 }
 
@@ -84,7 +85,7 @@ func (o op) String() string {
 		if len(o.Leases) > 0 {
 			fmt.Fprintf(&b, " claims=%v", o.Leases)
 		}
-	case kReply, kBadReply:
+	case kReply, kBadReply, kOutsider:
 		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.Holder, batchString(o.Answers))
 	case kClaim:
 		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Lease, o.Q, o.Holder, o.Seconds)
@@ -146,6 +147,9 @@ func options(labels ...string) []hitlv1.QuestionOption {
 }
 
 var holders = []string{"alice", "bob", "carol"}
+
+// outsider answers without the grant to answer the agent.
+const outsider = "mallory"
 
 // validBatch answers every question of a shape following the batch rules
 // of SPEC §1, skipping some but never all.
@@ -375,7 +379,10 @@ func (g *generator) reply(kind, question string) op {
 	if !ok {
 		shape = g.rng.Intn(len(shapes))
 	}
-	o := op{Kind: kind, Q: question, R: g.newReply(), Holder: g.pick(holders), Valid: kind == kReply}
+	o := op{Kind: kind, Q: question, R: g.newReply(), Holder: g.pick(holders), Valid: kind != kBadReply}
+	if kind == kOutsider {
+		o.Holder = outsider
+	}
 	if o.Valid {
 		o.Answers = validBatch(g.rng, shapes[shape])
 	} else {
@@ -402,7 +409,7 @@ func (g *generator) try(kind string) (op, bool) {
 	switch kind {
 	case kAsk, kAskClaimed:
 		return g.ask(kind), true
-	case kReply, kBadReply:
+	case kReply, kBadReply, kOutsider:
 		return g.reply(kind, g.target()), true
 	case kClaim:
 		if len(g.m.QuestionNames()) == 0 {

@@ -288,7 +288,7 @@ func (d *driver) run(o *op) {
 		// yet, before the question itself.
 		d.waitQuiet()
 		d.ask(o)
-	case kReply, kBadReply:
+	case kReply, kBadReply, kOutsider:
 		d.reply(o)
 	case kClaim:
 		d.claim(o)
@@ -386,11 +386,19 @@ func (d *driver) ask(o *op) {
 
 func (d *driver) reply(o *op) {
 	r := builders.Reply(o.R, d.ns, o.Q).AnsweredBy(o.Holder).Obj()
+	if o.Kind == kOutsider {
+		// Outside the group GrantAnswering lets answer every agent.
+		r.Spec.AnsweredBy.Groups = nil
+	}
 	r.Labels = map[string]string{hitlv1.QuestionLabel: o.Q, hitlv1.AgentLabel: "bot"}
 	r.Spec.Answers = o.Answers
 	d.rec.noteSent(o.R, sent{answers: o.Answers, by: o.Holder})
 	d.must(d.c.Create(d.ctx, r))
 	d.lastWrite = time.Now()
+	if o.Kind == kOutsider {
+		d.m.OutsiderReply(o.R, o.Q)
+		return
+	}
 	d.m.Reply(o.R, o.Q, o.Valid)
 }
 
