@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +22,7 @@ import (
 // did not name its agent, is refused here before it can settle or queue.
 func (r *UserQuestionReconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) (map[string]Refusal, error) {
 	var refused map[string]Refusal
+	decided := map[string]bool{}
 	refuse := func(name string, code hitlv1.ErrorCode, message string) {
 		if refused == nil {
 			refused = map[string]Refusal{}
@@ -43,9 +45,16 @@ func (r *UserQuestionReconciler) refusals(ctx context.Context, q *hitlv1.UserQue
 				hitlv1.CodeForbidden, reply.Name))
 			continue
 		}
-		allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
-		if err != nil {
-			return nil, err
+		// One review per author: a burst of replies from one user (or a
+		// flood) to one question costs one call.
+		key := by.Username + "\x00" + by.UID + "\x00" + strings.Join(by.Groups, "\x00")
+		allowed, known := decided[key]
+		if !known {
+			var err error
+			if allowed, _, err = access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent); err != nil {
+				return nil, err
+			}
+			decided[key] = allowed
 		}
 		if !allowed {
 			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent))
