@@ -152,6 +152,12 @@ func (i Install) InstallManagerRBAC(ctx context.Context, c client.Client) error 
 	if err != nil {
 		return err
 	}
+	return i.create(ctx, c, objs)
+}
+
+// create creates the install namespace, when it does not exist yet, and
+// then objs, in order, with an admin client c.
+func (i Install) create(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: i.Namespace}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", i.Namespace, err)

@@ -110,17 +110,13 @@ func InstallAdmission(ctx context.Context, c client.Client, mode Admission, maxT
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", install.Namespace, err)
-	}
 	for _, o := range objs {
 		if o.GetKind() == "ConfigMap" && maxTimeout > 0 {
 			_ = unstructured.SetNestedField(o.Object, maxTimeout.String(), "data", "maxTimeout")
 		}
-		if err := c.Create(ctx, o); err != nil {
-			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
+	}
+	if err := install.create(ctx, c, objs); err != nil {
+		return err
 	}
 	return WaitForPolicies(ctx, c, install.Namespace, mode != WebhookMode, 120*time.Second)
 }
