@@ -15,36 +15,51 @@ import (
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
-// This suite installs hitl's webhooks into a real kube-apiserver, serves
-// them (with the controller) as the manager does, and acts as different
-// users through impersonation.
+// This suite installs hitl's webhook mode (the validating admission
+// policies, the mutating webhooks and the validating reply webhook) into a
+// real kube-apiserver, serves the webhooks (with the controller) as the
+// manager does, and acts as different users through impersonation.
 func TestWebhooks(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Admission webhook suite")
 }
 
-// maxTimeout is the manager's --max-timeout in this suite.
+// maxTimeout is the largest timeout in this suite (maxTimeout of the
+// admission policies' parameter ConfigMap).
 const maxTimeout = time.Hour
 
 var (
-	env     *envtest.Environment
-	cfg     *rest.Config
-	admin   client.Client
-	ctx     = context.Background()
-	cluster *testenv.Cluster
+	env         *envtest.Environment
+	cfg         *rest.Config
+	admin       client.Client
+	ctx         = context.Background()
+	stopManager func()
 )
 
+// The cluster is set up as testenv.StartCluster sets up webhook mode, but
+// with the manager running before the admission policies are installed:
+// the mutating webhooks fail closed, so the probes with which
+// testenv.InstallAdmission waits for the policies are refused until the
+// manager serves them (StartCluster, which installs admission first, waits
+// in vain).
 var _ = BeforeSuite(func() {
 	testenv.SuiteDefaults()
 
 	var err error
-	cluster, err = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{Admission: testenv.WebhookMode, MaxTimeout: maxTimeout})
+	env, err = testenv.WithWebhooks(testenv.New(), testenv.WebhookMode)
 	Expect(err).NotTo(HaveOccurred())
-	env, cfg, admin = cluster.Env, cluster.Config, cluster.Client
+	cfg, admin, err = testenv.Start(env)
+	Expect(err).NotTo(HaveOccurred())
+	stopManager, err = testenv.RunManager(env, cfg, manager.DefaultConfig())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(testenv.InstallAdmission(ctx, admin, testenv.WebhookMode, maxTimeout)).To(Succeed())
 })
 
 var _ = AfterSuite(func() {
-	if cluster != nil {
-		Expect(cluster.Stop()).To(Succeed())
+	if stopManager != nil {
+		stopManager()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
 	}
 })

@@ -30,11 +30,23 @@ func asServiceAccount(ns, name string) client.Client {
 	return as("system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns)
 }
 
-// deniedWith asserts a webhook denial whose reason starts with the code.
-func deniedWith(err error, code hitlv1.ErrorCode, fragment string) {
+// deniedByWebhook asserts a denial by the validating reply webhook (not by
+// a policy) whose reason starts with the code.
+func deniedByWebhook(err error, code hitlv1.ErrorCode, fragment string) {
 	GinkgoHelper()
 	Expect(err).To(HaveOccurred(), "expected a %s denial", code)
-	Expect(err.Error()).To(ContainSubstring("denied the request: " + string(code) + ": "))
+	Expect(err.Error()).To(ContainSubstring(`admission webhook "vquestionreply.hitl.dev" denied the request: ` + string(code) + ": "))
+	Expect(err.Error()).To(ContainSubstring(fragment))
+}
+
+// deniedByPolicy asserts a denial by the named validating admission policy
+// (its name as config/default prefixes it) whose reason starts with the
+// code.
+func deniedByPolicy(err error, policy string, code hitlv1.ErrorCode, fragment string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred(), "expected a %s denial", code)
+	Expect(err.Error()).To(ContainSubstring("ValidatingAdmissionPolicy 'hitl-" + policy + "'"))
+	Expect(err.Error()).To(ContainSubstring("denied request: " + string(code) + ": "))
 	Expect(err.Error()).To(ContainSubstring(fragment))
 }
 
@@ -88,8 +100,10 @@ var _ = Describe("Asking", func() {
 		ns = newNamespace()
 		grant(ns, "service-accounts-ask", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:" + ns}, createQuestions)
 		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns}})).To(Succeed())
+		// The annotation that once named the agent a ServiceAccount asks
+		// as: it grants nothing any more.
 		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns,
-			Annotations: map[string]string{hitlv1.AgentAnnotation: "release-bot"}}})).To(Succeed())
+			Annotations: map[string]string{hitlv1.AgentLabel: "release-bot"}}})).To(Succeed())
 	})
 
 	It("lets a ServiceAccount ask as itself, and defaults the agent label", func() {
@@ -100,13 +114,14 @@ var _ = Describe("Asking", func() {
 
 	It("refuses a ServiceAccount asking as another agent with AGENT_MISMATCH", func() {
 		err := asServiceAccount(ns, "bot").Create(ctx, Question("theirs", ns).Agent("release-bot").Ask("q", "Q?").Obj())
-		deniedWith(err, hitlv1.CodeAgentMismatch, `may not ask as agent "release-bot" (spec.agent)`)
+		deniedByPolicy(err, "question-identity", hitlv1.CodeAgentMismatch, "may not ask as agent release-bot (spec.agent)")
 	})
 
-	It("lets an annotated ServiceAccount ask as the agent its annotation names, and only as it", func() {
-		Expect(asServiceAccount(ns, "runner").Create(ctx, Question("annotated", ns).Agent("release-bot").Ask("q", "Q?").Obj())).To(Succeed())
-		err := asServiceAccount(ns, "runner").Create(ctx, Question("own-name", ns).Agent("runner").Ask("q", "Q?").Obj())
-		deniedWith(err, hitlv1.CodeAgentMismatch, `"runner"`)
+	It("lets an annotated ServiceAccount ask as its own name only: the annotation grants nothing", func() {
+		err := asServiceAccount(ns, "runner").Create(ctx, Question("annotated", ns).Agent("release-bot").Ask("q", "Q?").Obj())
+		deniedByPolicy(err, "question-identity", hitlv1.CodeAgentMismatch,
+			"user system:serviceaccount:"+ns+":runner may not ask as agent release-bot (spec.agent)")
+		Expect(asServiceAccount(ns, "runner").Create(ctx, Question("own-name", ns).Agent("runner").Ask("q", "Q?").Obj())).To(Succeed())
 	})
 
 	It("refuses a ServiceAccount of another namespace asking as its own name with AGENT_MISMATCH", func() {
@@ -116,7 +131,7 @@ var _ = Describe("Asking", func() {
 		Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent-a", Namespace: other}})).To(Succeed())
 		grant(ns, "foreign-creates", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "agent-a", Namespace: other}, createQuestions)
 		err := asServiceAccount(other, "agent-a").Create(ctx, Question("spoofed", ns).Agent("agent-a").Ask("q", "Q?").Obj())
-		deniedWith(err, hitlv1.CodeAgentMismatch, `may not ask as agent "agent-a" (spec.agent) in namespace `+ns)
+		deniedByPolicy(err, "question-identity", hitlv1.CodeAgentMismatch, "may not ask as agent agent-a (spec.agent) in namespace "+ns)
 
 		grant(ns, "foreign-asks", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "agent-a", Namespace: other}, agentVerb("ask", "agent-a"))
 		Expect(asServiceAccount(other, "agent-a").Create(ctx, Question("granted", ns).Agent("agent-a").Ask("q", "Q?").Obj())).To(Succeed())
@@ -140,17 +155,44 @@ var _ = Describe("Asking", func() {
 	It("lets a user ask as an agent only with the ask grant", func() {
 		grant(ns, "carol-creates", user("carol"), createQuestions)
 		grant(ns, "dave-asks", user("dave"), createQuestions, agentVerb("ask", "release-bot"))
-		deniedWith(as("carol").Create(ctx, Question("c", ns).Agent("release-bot").Ask("q", "Q?").Obj()), hitlv1.CodeAgentMismatch, `user "carol"`)
+		deniedByPolicy(as("carol").Create(ctx, Question("c", ns).Agent("release-bot").Ask("q", "Q?").Obj()),
+			"question-identity", hitlv1.CodeAgentMismatch, "user carol may not ask as agent release-bot (spec.agent)")
 		Expect(as("dave").Create(ctx, Question("d", ns).Agent("release-bot").Ask("q", "Q?").Obj())).To(Succeed())
-		deniedWith(as("dave").Create(ctx, Question("d2", ns).Agent("other-bot").Ask("q", "Q?").Obj()), hitlv1.CodeAgentMismatch, `"other-bot"`)
+		deniedByPolicy(as("dave").Create(ctx, Question("d2", ns).Agent("other-bot").Ask("q", "Q?").Obj()),
+			"question-identity", hitlv1.CodeAgentMismatch, "user dave may not ask as agent other-bot (spec.agent)")
 	})
 
 	It("refuses a conflicting agent label and a timeout above the maximum", func() {
-		deniedWith(admin.Create(ctx, Question("label", ns).Agent("bot").Label(hitlv1.AgentLabel, "someone-else").Ask("q", "Q?").Obj()),
-			hitlv1.CodeAgentMismatch, "conflicts with spec.agent")
-		deniedWith(admin.Create(ctx, Question("long", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout+time.Millisecond).Obj()),
-			hitlv1.CodeBadTimeout, "above the maximum of 1h0m0s")
-		Expect(admin.Create(ctx, Question("max", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout).Obj())).To(Succeed())
+		bot := asServiceAccount(ns, "bot")
+		deniedByPolicy(bot.Create(ctx, Question("label", ns).Agent("bot").Label(hitlv1.AgentLabel, "someone-else").Ask("q", "Q?").Obj()),
+			"question-identity", hitlv1.CodeAgentMismatch, "label hitl.dev/agent=someone-else (metadata.labels) conflicts with spec.agent bot")
+		deniedByPolicy(bot.Create(ctx, Question("long", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout+time.Millisecond).Obj()),
+			"question-timeout", hitlv1.CodeBadTimeout, "(spec.timeout) is above the maximum of 1h0m0s")
+		Expect(bot.Create(ctx, Question("max", ns).Agent("bot").Ask("q", "Q?").Timeout(maxTimeout).Obj())).To(Succeed())
+	})
+
+	It("keeps the agent label on update, and refuses relabelling a question to another agent", func() {
+		grant(ns, "bot-updates", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "bot", Namespace: ns},
+			rbacv1.PolicyRule{APIGroups: []string{"hitl.dev"}, Resources: []string{"userquestions"}, Verbs: []string{"update", "patch"}})
+		bot := asServiceAccount(ns, "bot")
+		q := Question("relabel", ns).Agent("bot").Ask("q", "Q?").Obj()
+		Expect(bot.Create(ctx, q)).To(Succeed())
+
+		// Dropping the label: the defaulting webhook puts it back. (Merge
+		// patches, which the controller's status writes cannot conflict
+		// with.)
+		dropped := q.DeepCopy()
+		delete(dropped.Labels, hitlv1.AgentLabel)
+		Expect(bot.Patch(ctx, dropped, client.MergeFrom(q))).To(Succeed())
+		Expect(dropped.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "bot"))
+
+		relabelled := dropped.DeepCopy()
+		relabelled.Labels[hitlv1.AgentLabel] = "release-bot"
+		deniedByPolicy(bot.Patch(ctx, relabelled, client.MergeFrom(dropped)), "question-identity", hitlv1.CodeAgentMismatch,
+			"label hitl.dev/agent=release-bot (metadata.labels) conflicts with spec.agent bot")
+		stored := &hitlv1.UserQuestion{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(q), stored)).To(Succeed())
+		Expect(stored.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "bot"))
 	})
 })
 
@@ -178,12 +220,40 @@ var _ = Describe("Answering", func() {
 	})
 
 	It("refuses a user without the answer grant with FORBIDDEN", func() {
-		deniedWith(as("mallory").Create(ctx, Reply("m", ns, "open").Select("env", "prod").Obj()),
-			hitlv1.CodeForbidden, `user "mallory" may not answer the questions of agent "bot"`)
+		// The defaulting webhook labels the reply with its question's agent,
+		// so the reply-identity policy refuses it before the webhook would.
+		deniedByPolicy(as("mallory").Create(ctx, Reply("m", ns, "open").Select("env", "prod").Obj()),
+			"reply-identity", hitlv1.CodeForbidden, "user mallory may not answer the questions of agent bot (metadata.labels[hitl.dev/agent])")
+		Expect(state(ns, "open")()).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("keeps a reply's agent label, and refuses one naming another agent with AGENT_MISMATCH", func() {
+		// Alice may answer release-bot too, so the reply-identity policy
+		// lets a reply labelled with it through; the feedback webhook
+		// compares the label with the question's agent.
+		grant(ns, "alice-answers-release-bot", user("alice"), agentVerb("answer", "release-bot"))
+		r := Reply("mislabelled", ns, "open").Select("env", "staging").Obj()
+		r.Labels = map[string]string{hitlv1.AgentLabel: "release-bot"}
+		deniedByWebhook(as("alice").Create(ctx, r), hitlv1.CodeAgentMismatch,
+			`label hitl.dev/agent="release-bot" (metadata.labels) names another agent than question open's "bot"`)
+
+		// Without the grant on the labelled agent, the policy refuses it
+		// first.
+		r = Reply("mislabelled", ns, "open").Select("env", "staging").Obj()
+		r.Labels = map[string]string{hitlv1.AgentLabel: "office-bot"}
+		deniedByPolicy(as("alice").Create(ctx, r), "reply-identity", hitlv1.CodeForbidden,
+			"user alice may not answer the questions of agent office-bot (metadata.labels[hitl.dev/agent])")
+
+		r = Reply("labelled", ns, "open").Select("env", "staging").Obj()
+		r.Labels = map[string]string{hitlv1.AgentLabel: "bot"}
+		Expect(as("alice").Create(ctx, r)).To(Succeed())
+		Expect(r.Labels).To(Equal(map[string]string{hitlv1.AgentLabel: "bot", hitlv1.QuestionLabel: "open"}))
+		Eventually(outcome(ns, "labelled")).Should(Equal(hitlv1.OutcomeApplied))
+		Expect(state(ns, "open")()).To(Equal(hitlv1.StateSettled))
 	})
 
 	It("refuses a bad batch with BAD_ANSWER naming the question id", func() {
-		deniedWith(as("alice").Create(ctx, Reply("bad", ns, "open").Select("env", "moon").Obj()),
+		deniedByWebhook(as("alice").Create(ctx, Reply("bad", ns, "open").Select("env", "moon").Obj()),
 			hitlv1.CodeBadAnswer, `question env: "moon" is not an option of the question`)
 		Expect(state(ns, "open")()).To(Equal(hitlv1.StateOpen))
 	})
@@ -191,9 +261,9 @@ var _ = Describe("Answering", func() {
 	It("refuses replies to a settled or missing question with NOT_ANSWERABLE", func() {
 		Expect(as("alice").Create(ctx, Reply("first", ns, "open").Select("env", "staging").Obj())).To(Succeed())
 		Eventually(state(ns, "open")).Should(Equal(hitlv1.StateSettled))
-		deniedWith(as("alice").Create(ctx, Reply("again", ns, "open").Select("env", "prod").Obj()),
+		deniedByWebhook(as("alice").Create(ctx, Reply("again", ns, "open").Select("env", "prod").Obj()),
 			hitlv1.CodeNotAnswerable, "question open is Settled")
-		deniedWith(as("alice").Create(ctx, Reply("nowhere", ns, "missing").Select("env", "prod").Obj()),
+		deniedByWebhook(as("alice").Create(ctx, Reply("nowhere", ns, "missing").Select("env", "prod").Obj()),
 			hitlv1.CodeNotAnswerable, "question missing (spec.questionRef.name) does not exist")
 	})
 
@@ -202,7 +272,7 @@ var _ = Describe("Answering", func() {
 		Eventually(state(ns, "timed")).Should(Equal(hitlv1.StateContinued))
 		Expect(as("alice").Create(ctx, Reply("late", ns, "timed").Custom("q", "sorry I'm late").Obj())).To(Succeed())
 		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeQueued))
-		deniedWith(as("alice").Create(ctx, Reply("later", ns, "timed").Custom("q", "me too").Obj()),
+		deniedByWebhook(as("alice").Create(ctx, Reply("later", ns, "timed").Custom("q", "me too").Obj()),
 			hitlv1.CodeReplyQueued, "question timed already has queued reply late")
 	})
 })
