@@ -352,7 +352,7 @@ func (r *UserQuestionReconciler) rejectOrphans(ctx context.Context, question typ
 	now := r.Clock.Now()
 	for _, reply := range pending {
 		c := ReplyChange{Name: reply.Name, Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeNotAnswerable,
-			Message: fmt.Sprintf("%s: question %s does not exist", hitlv1.CodeNotAnswerable, question.Name)}
+			Message: fmt.Sprintf("%s: question %s (spec.questionRef.name) does not exist", hitlv1.CodeNotAnswerable, question.Name)}
 		if err := r.writeOutcome(ctx, nil, reply, c, now); err != nil {
 			return err
 		}

@@ -129,7 +129,7 @@ var _ = Describe("A blocking question", func() {
 	It("rejects a reply to a missing question with NOT_ANSWERABLE", func() {
 		Expect(k8s.Create(ctx, Reply("lost", ns, "nobody-asked").Custom("q", "hello").Obj())).To(Succeed())
 		Eventually(outcome(ns, "lost")).Should(Equal(hitlv1.OutcomeRejected))
-		Expect(reply(ns, "lost")().Message).To(Equal("NOT_ANSWERABLE: question nobody-asked does not exist"))
+		Expect(reply(ns, "lost")().Message).To(Equal("NOT_ANSWERABLE: question nobody-asked (spec.questionRef.name) does not exist"))
 	})
 
 	It("is Cancelled when the agent cancels, and later replies are NOT_ANSWERABLE", func() {
@@ -168,7 +168,7 @@ var _ = Describe("A reply's author", func() {
 		Eventually(outcome(ns, "mallory")).Should(Equal(hitlv1.OutcomeRejected))
 		st := reply(ns, "mallory")()
 		Expect(st.Reason).To(Equal(hitlv1.CodeForbidden))
-		Expect(st.Message).To(Equal(`FORBIDDEN: user "mallory" may not answer the questions of agent "release-bot": it needs RBAC verb "answer" on agents.hitl.dev/release-bot`))
+		Expect(st.Message).To(Equal(`FORBIDDEN: user "mallory" may not answer the questions of agent "release-bot": it needs RBAC verb "answer" on agents.hitl.dev/release-bot (spec.answeredBy)`))
 		Eventually(events(ns, "mallory", string(hitlv1.CodeForbidden))).Should(Equal(1))
 		Expect(state(ns, "deploy")()).To(Equal(hitlv1.StateOpen))
 

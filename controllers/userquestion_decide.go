@@ -231,7 +231,7 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 	case hitlv1.OutcomeQueued:
 		// Queued once, no longer: the question was cancelled while it waited.
 		if d.st.State.Terminal() {
-			d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s was %s while the reply was queued", q.Name, d.st.State))
+			d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s was %s while the reply was queued (spec.questionRef.name)", q.Name, d.st.State))
 		}
 		return
 	case "":
@@ -253,10 +253,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 	}
 	switch d.st.State {
 	case hitlv1.StateSettled, hitlv1.StateCancelled:
-		d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s is %s", q.Name, d.st.State))
+		d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s is %s (spec.questionRef.name)", q.Name, d.st.State))
 	case hitlv1.StateContinued:
 		if d.st.QueuedReply != nil {
-			d.reject(r, hitlv1.CodeReplyQueued, fmt.Sprintf("question %s already has queued reply %s", q.Name, d.st.QueuedReply.Name))
+			d.reject(r, hitlv1.CodeReplyQueued, fmt.Sprintf("question %s already has queued reply %s (spec.questionRef.name)", q.Name, d.st.QueuedReply.Name))
 			return
 		}
 		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {

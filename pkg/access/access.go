@@ -56,6 +56,6 @@ func Allowed(ctx context.Context, c client.Client, subject Subject, verb, namesp
 // ForbiddenAnswer is the message of a FORBIDDEN denial or rejection: user
 // may not answer the questions of agent.
 func ForbiddenAnswer(user, agent string) string {
-	return fmt.Sprintf("%s: user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s",
+	return fmt.Sprintf("%s: user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s (spec.answeredBy)",
 		hitlv1.CodeForbidden, user, agent, hitlv1.VerbAnswer, hitlv1.AgentsResource, hitlv1.GroupVersion.Group, agent)
 }

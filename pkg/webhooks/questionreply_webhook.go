@@ -93,11 +93,11 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 	}
 	switch {
 	case q.Status.State.Terminal():
-		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is %s", q.Name, q.Status.State)
+		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is %s (spec.questionRef.name)", q.Name, q.Status.State)
 	case q.Spec.Cancelled:
-		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is being cancelled", q.Name)
+		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is being cancelled (spec.questionRef.name)", q.Name)
 	case q.Status.QueuedReply != nil:
-		return nil, denial(hitlv1.CodeReplyQueued, "question %s already has queued reply %s; withdraw it or wait for the agent to admit it", q.Name, q.Status.QueuedReply.Name)
+		return nil, denial(hitlv1.CodeReplyQueued, "question %s already has queued reply %s (spec.questionRef.name); withdraw it or wait for the agent to admit it", q.Name, q.Status.QueuedReply.Name)
 	}
 	if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
 		return nil, err

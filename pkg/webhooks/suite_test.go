@@ -29,37 +29,23 @@ func TestWebhooks(t *testing.T) {
 const maxTimeout = time.Hour
 
 var (
-	env         *envtest.Environment
-	cfg         *rest.Config
-	admin       client.Client
-	ctx         = context.Background()
-	stopManager func()
+	env     *envtest.Environment
+	cfg     *rest.Config
+	admin   client.Client
+	ctx     = context.Background()
+	cluster *testenv.Cluster
 )
 
-// The cluster is set up as testenv.StartCluster sets up webhook mode, but
-// with the manager running before the admission policies are installed:
-// the mutating webhooks fail closed, so the probes with which
-// testenv.InstallAdmission waits for the policies are refused until the
-// manager serves them (StartCluster, which installs admission first, waits
-// in vain).
 var _ = BeforeSuite(func() {
 	testenv.SuiteDefaults()
-
 	var err error
-	env, err = testenv.WithWebhooks(testenv.New(), testenv.WebhookMode)
+	cluster, err = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{Admission: testenv.WebhookMode, MaxTimeout: maxTimeout})
 	Expect(err).NotTo(HaveOccurred())
-	cfg, admin, err = testenv.Start(env)
-	Expect(err).NotTo(HaveOccurred())
-	stopManager, err = testenv.RunManager(env, cfg, manager.DefaultConfig())
-	Expect(err).NotTo(HaveOccurred())
-	Expect(testenv.InstallAdmission(ctx, admin, testenv.WebhookMode, maxTimeout)).To(Succeed())
+	env, cfg, admin = cluster.Env, cluster.Config, cluster.Client
 })
 
 var _ = AfterSuite(func() {
-	if stopManager != nil {
-		stopManager()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
+	if cluster != nil {
+		Expect(cluster.Stop()).To(Succeed())
 	}
 })

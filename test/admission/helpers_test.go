@@ -40,11 +40,12 @@ const (
 
 // cluster is a started cluster of one admission mode, with a manager.
 type cluster struct {
-	mode        testenv.Admission
-	env         *envtest.Environment
-	cfg         *rest.Config
-	admin       client.Client
-	stopManager func()
+	mode  testenv.Admission
+	env   *envtest.Environment
+	cfg   *rest.Config
+	admin client.Client
+	// stop stops the manager, then the control plane.
+	stop func() error
 }
 
 // installExampleRoles creates the ClusterRoles of config/rbac/examples as

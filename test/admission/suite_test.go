@@ -18,7 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -53,40 +52,17 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() {
 	for _, mode := range modes {
 		if c := clusters[mode]; c != nil {
-			c.stopManager()
-			Expect(c.env.Stop()).To(Succeed(), "stopping the %s cluster", mode)
+			Expect(c.stop()).To(Succeed(), "stopping the %s cluster", mode)
 		}
 	}
 })
 
 // startCluster starts a control plane whose admission is mode, and a
-// manager, as testenv.StartCluster does but with the manager first: in
-// webhook mode the mutating webhooks fail closed, so the probes with which
-// testenv.InstallAdmission waits for the policies are refused until the
-// manager serves them, and StartCluster, which installs admission before it
-// runs the manager, never gets there.
+// manager.
 func startCluster(mode testenv.Admission) (*cluster, error) {
-	env, err := testenv.WithWebhooks(testenv.New(), mode)
+	k, err := testenv.StartCluster(manager.DefaultConfig(), testenv.Options{Admission: mode})
 	if err != nil {
 		return nil, err
 	}
-	cfg, _, err := testenv.Start(env)
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{mode: mode, env: env, cfg: cfg}
-	admin, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err == nil {
-		c.admin = admin
-		if c.stopManager, err = testenv.RunManager(env, cfg, manager.DefaultConfig()); err == nil {
-			if err = testenv.InstallAdmission(ctx, admin, mode, 0); err != nil {
-				c.stopManager()
-			}
-		}
-	}
-	if err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
-	return c, nil
+	return &cluster{mode: mode, env: k.Env, cfg: k.Config, admin: k.Client, stop: k.Stop}, nil
 }

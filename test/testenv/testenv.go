@@ -217,8 +217,12 @@ func StartCluster(c manager.Config, o Options) (*Cluster, error) {
 	}
 	k := &Cluster{Env: env, Config: cfg}
 	if k.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme}); err == nil {
-		if err = InstallAdmission(context.Background(), k.Client, o.Admission, o.MaxTimeout); err == nil {
-			k.stop, err = RunManager(env, cfg, c)
+		// The manager first: in webhook mode nothing is admitted until
+		// it serves the mutating webhooks, the policies' probes included.
+		if k.stop, err = RunManager(env, cfg, c); err == nil {
+			if err = InstallAdmission(context.Background(), k.Client, o.Admission, o.MaxTimeout); err != nil {
+				k.stop()
+			}
 		}
 	}
 	if err != nil {
