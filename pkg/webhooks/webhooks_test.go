@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,6 +94,19 @@ func outcome(ns, name string) func() hitlv1.ReplyOutcome {
 		return r.Status.Outcome
 	}
 }
+
+var _ = Describe("The cluster of this suite", func() {
+	It("is one without MutatingAdmissionPolicy, as before Kubernetes 1.36: the webhooks stamp", func() {
+		resources, err := discovery.NewDiscoveryClientForConfigOrDie(cfg).ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, r := range resources.APIResources {
+			names = append(names, r.Name)
+		}
+		Expect(names).To(ContainElement("validatingadmissionpolicies"))
+		Expect(names).NotTo(ContainElement("mutatingadmissionpolicies"))
+	})
+})
 
 var _ = Describe("Asking", func() {
 	var ns string

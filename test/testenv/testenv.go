@@ -115,6 +115,14 @@ func WithWebhooks(env *envtest.Environment, mode Admission) (*envtest.Environmen
 		}
 	}
 	env.WebhookInstallOptions = o
+	if mode == WebhookMode {
+		// As on a cluster before 1.36: the API server neither serves
+		// MutatingAdmissionPolicy nor runs its admission plugin.
+		args := env.ControlPlane.GetAPIServer().Configure()
+		args.Append("runtime-config",
+			"admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false")
+		args.Append("disable-admission-plugins", "MutatingAdmissionPolicy")
+	}
 	return env, nil
 }
 
