@@ -48,6 +48,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "localcp: --admission:", err)
 		os.Exit(2)
 	}
+	if mode == testenv.WebhookMode && *manager == "" {
+		fmt.Fprintln(os.Stderr, "localcp: --admission webhooks needs the manager, which serves the webhooks that admit every ask and reply")
+		os.Exit(2)
+	}
 	if *expiration < minTokenExpiration {
 		fmt.Fprintln(os.Stderr, "localcp: --manager-token-expiration must be at least", minTokenExpiration)
 		os.Exit(2)
@@ -111,8 +115,12 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	if err := install.InstallManagerRBAC(ctx, c); err != nil {
 		return fmt.Errorf("installing the manager's RBAC: %w", err)
 	}
-	if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
-		return fmt.Errorf("installing admission (%s): %w", mode, err)
+	// In webhook mode nothing is admitted until the manager serves the
+	// mutating webhooks, the probes that wait for the policies included.
+	if mode != testenv.WebhookMode {
+		if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
+			return fmt.Errorf("installing admission (%s): %w", mode, err)
+		}
 	}
 	managerKubeconfig := filepath.Join(dir, "kubeconfig-manager")
 	tokenFile := filepath.Join(dir, "manager.token")
@@ -160,6 +168,12 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 		if err := testenv.WaitForWebhooks(env, 30*time.Second); err != nil {
 			_ = cmd.Process.Kill()
 			return err
+		}
+	}
+	if mode == testenv.WebhookMode {
+		if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("installing admission (%s): %w", mode, err)
 		}
 	}
 	fmt.Printf("\nThe manager runs as %s (kubeconfig %s; metrics on http://127.0.0.1:8080/metrics). Press Ctrl-C to stop.\n\n",
