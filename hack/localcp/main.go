@@ -81,6 +81,9 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	if err != nil {
 		return err
 	}
+	if mode == testenv.WebhookMode {
+		testenv.WithoutMutatingPolicies(env)
+	}
 	cfg, c, err := testenv.Start(env)
 	if err != nil {
 		return err

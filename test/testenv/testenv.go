@@ -115,15 +115,18 @@ func WithWebhooks(env *envtest.Environment, mode Admission) (*envtest.Environmen
 		}
 	}
 	env.WebhookInstallOptions = o
-	if mode == WebhookMode {
-		// As on a cluster before 1.36: the API server neither serves
-		// MutatingAdmissionPolicy nor runs its admission plugin.
-		args := env.ControlPlane.GetAPIServer().Configure()
-		args.Append("runtime-config",
-			"admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false")
-		args.Append("disable-admission-plugins", "MutatingAdmissionPolicy")
-	}
 	return env, nil
+}
+
+// WithoutMutatingPolicies makes env's API server one from before 1.36, the
+// clusters webhook mode is for: it neither serves MutatingAdmissionPolicy
+// nor runs its admission plugin.
+func WithoutMutatingPolicies(env *envtest.Environment) *envtest.Environment {
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Append("runtime-config",
+		"admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false")
+	args.Append("disable-admission-plugins", "MutatingAdmissionPolicy")
+	return env
 }
 
 // servesWebhooks reports whether a started env has webhook configurations.
@@ -218,6 +221,9 @@ func StartCluster(c manager.Config, o Options) (*Cluster, error) {
 	env, err := WithWebhooks(New(), o.Admission)
 	if err != nil {
 		return nil, err
+	}
+	if o.Admission == WebhookMode {
+		WithoutMutatingPolicies(env)
 	}
 	cfg, _, err := Start(env)
 	if err != nil {
