@@ -289,7 +289,8 @@ var answeringCases = []admissionCase{
 			// settle the question.
 			Expect(err).NotTo(HaveOccurred())
 			s.expectRejected(r.Name, hitlv1.CodeForbidden, `user "eve" may not answer the questions of agent "coder"`)
-			Expect(s.storedReply(r.Name).Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "coder"))
+			// The controller labels the reply after it wrote its outcome.
+			Eventually(func() map[string]string { return s.storedReply(r.Name).Labels }).Should(HaveKeyWithValue(hitlv1.AgentLabel, "coder"))
 			Consistently(s.state(q.Name), time.Second).Should(Equal(hitlv1.StateOpen))
 		}
 		Expect(s.storedQuestion(q.Name).Status.State).To(Equal(hitlv1.StateOpen))
