@@ -66,6 +66,20 @@ var _ = Describe("identities", func() {
 		Expect(jsonpath(ns, "uq/q", "{.status.state} {.status.answers[0].selected[0]}")()).To(Equal("Settled yes"))
 	})
 
+	It("shows FORBIDDEN to a person who may reply but not answer this agent, and nothing settles", func() {
+		// hitl-answerer grants answer on release-bot and office-bot only.
+		bind(ns, "ClusterRole", "hitl-answerer", rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: bob.name})
+		waitAllowed(bob.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "questionreplies", Verb: "create"})
+		Expect(allowed(bob.name, authorizationv1.ResourceAttributes{Namespace: ns, Group: "hitl.dev", Resource: "agents", Name: agentName, Verb: "answer"})()).To(BeFalse())
+
+		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-q.yaml", timedQuestion("q", "600s"))).code).To(BeZero())
+		refused := bob.hitl("-n", ns, "answer", "q", "--select", "q=yes")
+		Expect(refused.code).NotTo(BeZero())
+		Expect(refused.stderr).To(And(ContainSubstring("FORBIDDEN"), ContainSubstring("may not answer the questions of agent "+agentName)))
+		Expect(jsonpath(ns, "qr", "{.items}")()).To(Equal("[]"))
+		Expect(jsonpath(ns, "uq/q", "{.status.state}")()).To(Equal("Open"))
+	})
+
 	It("holds a reply back, unapplied, while the manager's ClusterRole lacks the verb it checks answerers with", Serial, func() {
 		ctx := context.Background()
 		var role rbacv1.ClusterRole
