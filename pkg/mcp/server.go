@@ -1,0 +1,340 @@
+// Package mcp serves hitl to agents over the Model Context Protocol: the
+// tool ask_user_question, which asks people a structured question through a
+// UserQuestion and waits like pkg/agent's Ask and AskTimed, and the tools
+// list_questions, get_queued_replies, admit_reply and cancel_question.
+//
+// It is built on the official Go SDK (github.com/modelcontextprotocol/go-sdk)
+// and is transport-agnostic: `kubectl hitl mcp` serves it over stdio with the
+// kubeconfig's identity, and an HTTP server may serve it with one identity
+// per request (a CallerFunc decides who each call acts as).
+//
+// Rule violations are tool errors (isError true) whose text starts with the
+// specification's code and names the field, so that a model can correct its
+// call; arguments that do not decode are BAD_ARGUMENTS, and a caller past
+// its cap on concurrent waits gets TOO_MANY_WAITS.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hitl-dev/hitl/pkg/agent"
+)
+
+// Codes of this server's own tool errors, beside the specification's codes.
+const (
+	// CodeBadArguments: the arguments do not decode into the tool's
+	// argument type (a wrong JSON type, an unknown field, a missing
+	// required field).
+	CodeBadArguments = "BAD_ARGUMENTS"
+	// CodeTooManyWaits: the caller already has as many waiting calls as the
+	// server allows one identity.
+	CodeTooManyWaits = "TOO_MANY_WAITS"
+	// CodeInternal: the server failed while handling the call.
+	CodeInternal = "INTERNAL"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxWaits         = 100
+	DefaultProgressInterval = 15 * time.Second
+)
+
+// Caller is who a tool call acts as: an identity, and the agent it asks as.
+type Caller struct {
+	// Key identifies the caller for the cap on concurrent waits, e.g. its
+	// username.
+	Key string
+	// Client acts as the caller. It should read the API server directly
+	// (client.NewWithWatch), not a cache.
+	Client client.WithWatch
+	// Namespace is where the caller's questions live.
+	Namespace string
+	// Agent is the agent the caller asks as.
+	Agent string
+}
+
+// CallerFunc decides who a tool call acts as. An error is returned to the
+// client as a tool error.
+type CallerFunc func(ctx context.Context, req *mcp.CallToolRequest) (*Caller, error)
+
+// Static is a CallerFunc for a server with one identity, e.g. over stdio.
+func Static(c Caller) CallerFunc {
+	return func(context.Context, *mcp.CallToolRequest) (*Caller, error) { return &c, nil }
+}
+
+// Options configure a Server.
+type Options struct {
+	// MaxWaits caps the calls of one identity (Caller.Key) that wait at the
+	// same time (ask_user_question and admit_reply); past it, a call fails
+	// with TOO_MANY_WAITS. Zero means DefaultMaxWaits, negative no cap.
+	MaxWaits int
+	// ProgressInterval is how often a waiting call sends a progress
+	// notification when the client sent a progress token. Zero means
+	// DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// Version is the server's version, reported to clients.
+	Version string
+}
+
+// Server holds the tools' state: who calls act as, and the waits each
+// identity has open.
+type Server struct {
+	callers CallerFunc
+	opts    Options
+
+	mu    sync.Mutex
+	waits map[string]int
+}
+
+// New returns the hitl tools, with calls acting as callers says.
+func New(callers CallerFunc, o Options) *Server {
+	if o.MaxWaits == 0 {
+		o.MaxWaits = DefaultMaxWaits
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return &Server{callers: callers, opts: o, waits: map[string]int{}}
+}
+
+// NewServer returns an MCP server with the hitl tools; the same server may
+// be connected to any number of sessions and transports.
+func NewServer(callers CallerFunc, o Options) *mcp.Server {
+	return New(callers, o).MCPServer()
+}
+
+// MCPServer returns a new MCP server with the hitl tools, sharing s's state
+// (the cap on waits) with every other server s returned.
+func (s *Server) MCPServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hitl", Title: "hitl: ask people", Version: s.opts.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	addTool(srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription}, s.ask)
+	addTool(srv, &mcp.Tool{Name: "list_questions", Title: "List my questions", Description: listDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.list)
+	addTool(srv, &mcp.Tool{Name: "get_queued_replies", Title: "Late replies", Description: queuedDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.queued)
+	addTool(srv, &mcp.Tool{Name: "admit_reply", Title: "Admit a late reply", Description: admitDescription}, s.admit)
+	addTool(srv, &mcp.Tool{Name: "cancel_question", Title: "Cancel a question", Description: cancelDescription}, s.cancel)
+	return srv
+}
+
+const instructions = `hitl asks people structured questions through Kubernetes. Call ask_user_question
+to ask; with a timeout it may return {"pending": true}: work on, and later call
+get_queued_replies and admit_reply to take a late answer as a new turn.`
+
+const askDescription = `Ask one or more people-facing questions and wait for the answer.
+Each question has an id, the question text, an optional short header, optional detail (markdown),
+and optional options [{label, description}] (single-select unless multiSelect; a free-text answer comes as "custom").
+Without timeout the call waits until a person answers. With timeout (e.g. "30s") it returns
+{"pending": true, "callID": ...} when the window closes unanswered; the question stays answerable
+and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom}]}.
+Example: {"questions":[{"id":"env","question":"Where should I deploy?","options":[{"label":"staging"},{"label":"prod"}]}],"timeout":"2m"}`
+
+const listDescription = `List this agent's questions: the active ones (Open or Continued, in ask order) and the settled
+ones with their answers (in settlement order).`
+
+const queuedDescription = `List the late replies queued on this agent's pending (Continued) questions,
+each waiting for admit_reply.`
+
+const admitDescription = `Admit a late reply queued on a pending question (from get_queued_replies) as a new turn:
+the question settles with it and its answers are returned.`
+
+const cancelDescription = `Cancel one of this agent's questions that is still Open or Continued: people no longer see it.`
+
+// handler is a tool's typed handler: the structured result, its text
+// rendering, or an error.
+type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in In) (Out, string, error)
+
+// addTool adds a tool whose schemas are generated from In and Out, and
+// whose arguments are decoded here, so that every malformed argument is a
+// BAD_ARGUMENTS tool error naming the field, and every error the handler
+// returns (coded ones start with their code) is a tool error.
+func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h handler[In, Out]) {
+	t.InputSchema = required(mustSchema[In]())
+	t.OutputSchema = mustSchema[Out]()
+	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		defer func() {
+			if r := recover(); r != nil {
+				res = toolError(fmt.Errorf("%s: the server failed handling %s: %v\n%s", CodeInternal, t.Name, r, debug.Stack()))
+			}
+		}()
+		var in In
+		if err := decode(req.Params.Arguments, &in); err != nil {
+			return toolError(err), nil
+		}
+		out, text, err := h(ctx, req, in)
+		if err != nil {
+			return toolError(err), nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+	})
+}
+
+func mustSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("the schema of %T: %v", *new(T), err))
+	}
+	return s
+}
+
+// required drops "null" from the types of an input schema's properties
+// (nil slices and maps): an argument is either given, or left out.
+func required(s *jsonschema.Schema) *jsonschema.Schema {
+	if s == nil {
+		return nil
+	}
+	if len(s.Types) == 2 && s.Types[0] == "null" {
+		s.Type, s.Types = s.Types[1], nil
+	}
+	for _, p := range s.Properties {
+		required(p)
+	}
+	required(s.Items)
+	required(s.AdditionalProperties)
+	return s
+}
+
+func toolError(err error) *mcp.CallToolResult {
+	r := &mcp.CallToolResult{}
+	r.SetError(err)
+	return r
+}
+
+// decode reads a tool's arguments into in: absent arguments are an empty
+// object; unknown fields and wrong JSON types are BAD_ARGUMENTS.
+func decode(raw json.RawMessage, in any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = json.RawMessage("{}")
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	err := d.Decode(in)
+	if err == nil && d.More() {
+		err = errors.New("trailing data after the arguments")
+	}
+	if err == nil {
+		return nil
+	}
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typ) && typ.Field == "":
+		return fmt.Errorf("%s: the arguments must be a JSON object, not a JSON %s (arguments)", CodeBadArguments, typ.Value)
+	case errors.As(err, &typ):
+		field := indexPattern.ReplaceAllString(typ.Field, "[$1]")
+		return fmt.Errorf("%s: %s must be %s, not a JSON %s (%s)", CodeBadArguments, field, jsonType(typ.Type.String()), typ.Value, field)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		return fmt.Errorf("%s: unknown argument %s: see the tool's input schema (%s)", CodeBadArguments, field, strings.Trim(field, `"`))
+	default:
+		return fmt.Errorf("%s: the arguments do not decode: %v (arguments)", CodeBadArguments, err)
+	}
+}
+
+// indexPattern finds the array indices of a decoding error's field path
+// (questions.0.options), which are written as questions[0].options.
+var indexPattern = regexp.MustCompile(`\.(\d+)`)
+
+// jsonType names the JSON type a Go type decodes from.
+func jsonType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case goType == "string" || strings.HasSuffix(goType, "IntentType"):
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint") || strings.HasPrefix(goType, "float"):
+		return "a number"
+	default:
+		return "an object"
+	}
+}
+
+// caller resolves who a call acts as and the agent for it.
+func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (*Caller, *agent.Agent, error) {
+	c, err := s.callers(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, agent.New(c.Client, c.Namespace, c.Agent), nil
+}
+
+// acquire takes one of key's waits, or fails with TOO_MANY_WAITS.
+func (s *Server) acquire(key string) (release func(), err error) {
+	if s.opts.MaxWaits < 0 {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits[key] >= s.opts.MaxWaits {
+		return nil, fmt.Errorf("%s: %s already has %d waiting calls, the most this server allows one identity; "+
+			"wait for one to return, or ask with a timeout and collect late answers with get_queued_replies", CodeTooManyWaits, key, s.waits[key])
+	}
+	s.waits[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.waits[key]--; s.waits[key] <= 0 {
+				delete(s.waits, key)
+			}
+		})
+	}, nil
+}
+
+// Waits is the number of calls of key that wait now.
+func (s *Server) Waits(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waits[key]
+}
+
+// progress sends progress notifications every ProgressInterval while a call
+// waits, when the client sent a progress token; the returned func stops them.
+func (s *Server) progress(ctx context.Context, req *mcp.CallToolRequest, what string) (stop func()) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		t := time.NewTicker(s.opts.ProgressInterval)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token,
+					Progress:      float64(n),
+					Message:       fmt.Sprintf("%s (%s so far)", what, time.Since(start).Round(time.Second)),
+				})
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -1,0 +1,89 @@
+package mcp
+
+import (
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// The tools' arguments and results. Their JSON schemas are generated from
+// these types (github.com/google/jsonschema-go): a field without omitempty
+// is required, a "jsonschema" tag is the property's description.
+
+// AskArgs are the arguments of ask_user_question.
+type AskArgs struct {
+	Questions []hitlv1.Question `json:"questions" jsonschema:"the questions of the ask (1 to 16), as UserQuestion spec.questions: each has id, question, optional header, detail, options [{label, description}], multiSelect and intent"`
+	Timeout   string            `json:"timeout,omitempty" jsonschema:"optional foreground window as a Go duration string (e.g. 30s, 2m, 1h30m): when it closes unanswered the call returns pending; absent = wait until answered"`
+	CallID    string            `json:"callID,omitempty" jsonschema:"optional id of this tool call that UIs key the question's card by (default: the question's name)"`
+}
+
+// AskResult is what ask_user_question returns: the answers, or pending.
+type AskResult struct {
+	Question string              `json:"question" jsonschema:"the UserQuestion's name"`
+	CallID   string              `json:"callID" jsonschema:"the id UIs key the question's card by"`
+	Pending  bool                `json:"pending,omitempty" jsonschema:"true when the window closed unanswered: the question stays answerable and a late reply may come (see get_queued_replies)"`
+	Answers  []hitlv1.AnswerItem `json:"answers,omitempty" jsonschema:"the answer batch: one item {id, selected[], custom} per question; an item with neither selected nor custom is a skip"`
+}
+
+// NoArgs are the arguments of a tool that takes none.
+type NoArgs struct{}
+
+// ListResult is what list_questions returns.
+type ListResult struct {
+	Active  []ActiveQuestion  `json:"active" jsonschema:"the questions that can still take an answer (Open or Continued), in ask order"`
+	Settled []SettledQuestion `json:"settled" jsonschema:"the settled questions with their answers, in settlement order"`
+}
+
+// ActiveQuestion is an Open or Continued question.
+type ActiveQuestion struct {
+	Question  string            `json:"question" jsonschema:"the UserQuestion's name"`
+	CallID    string            `json:"callID"`
+	State     string            `json:"state" jsonschema:"Open (the asking call may still return the answer) or Continued (an answer can only come as a late reply)"`
+	Questions []hitlv1.Question `json:"questions"`
+}
+
+// SettledQuestion is a settled question and its answers.
+type SettledQuestion struct {
+	Question string              `json:"question" jsonschema:"the UserQuestion's name"`
+	CallID   string              `json:"callID"`
+	Answers  []hitlv1.AnswerItem `json:"answers"`
+	Late     bool                `json:"late,omitempty" jsonschema:"true when the answers came as an admitted late reply"`
+	At       string              `json:"at,omitempty" jsonschema:"when the question settled (RFC 3339)"`
+}
+
+// QueuedResult is what get_queued_replies returns.
+type QueuedResult struct {
+	Replies []QueuedReply `json:"replies" jsonschema:"late replies waiting for admit_reply, oldest first"`
+}
+
+// QueuedReply is a late reply queued on a Continued question.
+type QueuedReply struct {
+	Question   string              `json:"question" jsonschema:"the UserQuestion's name"`
+	CallID     string              `json:"callID"`
+	Reply      string              `json:"reply" jsonschema:"the QuestionReply's name, which admit_reply takes"`
+	Answers    []hitlv1.AnswerItem `json:"answers"`
+	AnsweredBy string              `json:"answeredBy,omitempty" jsonschema:"who sent the reply, as the API server authenticated them"`
+	QueuedAt   string              `json:"queuedAt,omitempty" jsonschema:"when the reply was queued (RFC 3339)"`
+}
+
+// AdmitArgs are the arguments of admit_reply.
+type AdmitArgs struct {
+	Question string `json:"question" jsonschema:"the UserQuestion's name"`
+	Reply    string `json:"reply" jsonschema:"the queued QuestionReply's name, from get_queued_replies"`
+}
+
+// AdmitResult is what admit_reply returns.
+type AdmitResult struct {
+	Question string              `json:"question"`
+	CallID   string              `json:"callID"`
+	Answers  []hitlv1.AnswerItem `json:"answers" jsonschema:"the admitted batch, to be handled as a new turn"`
+}
+
+// CancelArgs are the arguments of cancel_question.
+type CancelArgs struct {
+	Question string `json:"question" jsonschema:"the UserQuestion's name"`
+}
+
+// CancelResult is what cancel_question returns.
+type CancelResult struct {
+	Question  string `json:"question"`
+	Cancelled bool   `json:"cancelled" jsonschema:"true: the question no longer takes answers"`
+}
