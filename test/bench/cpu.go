@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // The processes whose CPU time the bench accounts for.
@@ -47,7 +49,56 @@ func (b *bench) cpuTimes() (map[string]time.Duration, error) {
 	if out["kube-apiserver"] == 0 || out["etcd"] == 0 {
 		return nil, fmt.Errorf("kube-apiserver and etcd not found among the bench's children")
 	}
+	busy, err := machineBusy()
+	if err != nil {
+		return nil, err
+	}
+	out[machine] = busy
+	out[wall] = time.Duration(time.Now().UnixNano())
 	return out, nil
+}
+
+// The pseudo-roles of cpuTimes: the CPU time every process of the machine
+// has used, and the time of the reading.
+const (
+	machine = "machine"
+	wall    = "wall"
+)
+
+// machineBusy is the CPU time all the machine's processes have used since
+// it booted (the first line of /proc/stat, less idle and iowait).
+func machineBusy() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is in user already
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick, nil
+}
+
+// othersCores is how many cores, on average, the processes that are not the
+// bench's used between two cpuTimes readings: the noise of a shared machine.
+func othersCores(before, after map[string]time.Duration) float64 {
+	others := after[machine] - before[machine]
+	for _, role := range cpuRoles {
+		others -= after[role] - before[role]
+	}
+	return max(0, float64(others)/float64(after[wall]-before[wall]))
 }
 
 // procStat reads a process's name, parent and CPU time (user and system).
@@ -83,8 +134,8 @@ func procStat(pid int) (comm string, ppid int, used time.Duration, err error) {
 }
 
 // cpuPerAsk records the CPU time each process spent per ask since before,
-// and in all, as figures named after what.
-func (b *bench) cpuPerAsk(before map[string]time.Duration, what string) error {
+// and in all, in the column of admission mode mode.
+func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admission) error {
 	after, err := b.cpuTimes()
 	if err != nil {
 		return err
@@ -96,8 +147,9 @@ func (b *bench) cpuPerAsk(before map[string]time.Duration, what string) error {
 		}
 		used := after[role] - before[role]
 		total += used
-		b.r.set(fmt.Sprintf("%s: CPU ms per ask, %s", what, role), ms(used)/float64(b.s.Asks))
+		b.r.setMode("CPU ms per ask, concurrency 32, "+role, mode, ms(used)/float64(b.s.Asks))
 	}
-	b.r.set(fmt.Sprintf("%s: CPU ms per ask, all", what), ms(total)/float64(b.s.Asks))
+	b.r.setMode("CPU ms per ask, concurrency 32, all", mode, ms(total)/float64(b.s.Asks))
+	b.r.setMode("cores used by other processes, concurrency 32", mode, othersCores(before, after))
 	return nil
 }

@@ -1,9 +1,11 @@
 // Command bench measures hitl against the limit of the API server it runs
-// on: it starts the local control plane and the manager binary as shipped,
-// runs the workloads of the benchmark issue side by side in one run, and
-// prints a table (and writes a JSON file) with every figure and each
-// target's pass or fail. `make bench` runs it; `make bench QUICK=1` runs a
-// smaller version in a few minutes.
+// on: it starts the local control plane and the manager binary as shipped
+// (its flags, its ServiceAccount and RBAC), runs the workloads of the
+// benchmark issue side by side in one run — settling in the default install
+// (admission policies, no webhook) and in webhook mode, beside the baseline
+// of a bare client — and prints a table (and writes a JSON file) with every
+// figure and each target's pass or fail. `make bench` runs it; `make bench
+// QUICK=1` runs a smaller version in a few minutes.
 package main
 
 import (
@@ -11,10 +13,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hitl-dev/hitl/test/testenv"
 )
@@ -56,6 +63,7 @@ func main() {
 		os.Exit(1)
 	}
 
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard))) // the bench's clients have nothing to log
 	s := full
 	if *quickMode {
 		s = quick
@@ -84,6 +92,40 @@ type results struct {
 	Figures map[string]float64 `json:"figures"`
 	Targets []target           `json:"targets"`
 	order   []string
+	rows    []string        // the metrics measured per admission mode, in order
+	perMode map[string]bool // the figures that are in rows' columns
+}
+
+// columns are the admission modes the bench compares, in the order of the
+// table's columns: the bare client, the default install, webhook mode.
+var columns = []testenv.Admission{none, testenv.Policies, testenv.WebhookMode}
+
+// tableRows are the table's first rows, in this order; the latency rows,
+// named after the scale, follow.
+var tableRows = []string{
+	"asks/s, concurrency 1",
+	"asks/s, concurrency 1, again",
+	"asks/s, concurrency 32",
+	"asks/s, concurrency 32, again",
+	"settle / baseline, concurrency 1",
+	"settle / baseline, concurrency 32",
+	"baseline CPU / settle CPU per ask, concurrency 32",
+	"API writes per ask, concurrency 32",
+	"SubjectAccessReviews per ask",
+	"admission webhook calls per ask",
+	"API server ms per ask in hitl's admission",
+	"CPU ms per ask, concurrency 32, kube-apiserver",
+	"CPU ms per ask, concurrency 32, etcd",
+	"CPU ms per ask, concurrency 32, manager",
+	"CPU ms per ask, concurrency 32, bench",
+	"CPU ms per ask, concurrency 32, all",
+	"cores used by other processes, concurrency 1",
+	"cores used by other processes, concurrency 32",
+}
+
+// figureName is the name of a per-mode figure: "<metric>, <mode>".
+func figureName(metric string, mode testenv.Admission) string {
+	return metric + ", " + modeName(mode)
 }
 
 type target struct {
@@ -100,6 +142,20 @@ func (r *results) set(name string, v float64) {
 	r.Figures[name] = v
 }
 
+// setMode records a metric measured in one admission mode, as one cell of
+// the table that puts the modes side by side.
+func (r *results) setMode(metric string, mode testenv.Admission, v float64) {
+	if r.perMode == nil {
+		r.perMode = map[string]bool{}
+	}
+	name := figureName(metric, mode)
+	r.perMode[name] = true
+	if !slices.Contains(r.rows, metric) {
+		r.rows = append(r.rows, metric)
+	}
+	r.set(name, v)
+}
+
 func (r *results) check(name, want, got string, ok bool) {
 	r.Targets = append(r.Targets, target{Name: name, Want: want, Got: got, Passed: ok})
 }
@@ -114,9 +170,36 @@ func (r *results) passed() bool {
 }
 
 func (r *results) print(w *os.File) {
-	fmt.Fprintf(w, "\n%-58s %14s\n", "figure", "value")
+	fmt.Fprintf(w, "\n%-52s", "figure")
+	for _, m := range columns {
+		fmt.Fprintf(w, " %10s", modeName(m))
+	}
+	fmt.Fprintln(w)
+	rows := slices.Clone(tableRows)
+	for _, metric := range r.rows {
+		if !slices.Contains(rows, metric) {
+			rows = append(rows, metric)
+		}
+	}
+	for _, metric := range rows {
+		if !slices.Contains(r.rows, metric) {
+			continue
+		}
+		fmt.Fprintf(w, "%-52s", metric)
+		for _, m := range columns {
+			if v, ok := r.Figures[figureName(metric, m)]; ok {
+				fmt.Fprintf(w, " %10.2f", v)
+			} else {
+				fmt.Fprintf(w, " %10s", "-")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n%-58s %14s\n", "other figures (default install: policies, no webhook)", "value")
 	for _, name := range r.order {
-		fmt.Fprintf(w, "%-58s %14.2f\n", name, r.Figures[name])
+		if !r.perMode[name] {
+			fmt.Fprintf(w, "%-58s %14.2f\n", name, r.Figures[name])
+		}
 	}
 	fmt.Fprintf(w, "\n%-44s %-18s %-22s %s\n", "target", "want", "got", "")
 	for _, t := range r.Targets {

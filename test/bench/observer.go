@@ -18,7 +18,8 @@ type observer struct {
 	mu       sync.Mutex
 	seen     map[string]map[hitlv1.QuestionState]time.Time
 	deadline map[string]time.Time
-	writes   map[string]int // status changes seen per question
+	writes   map[string]int       // status changes seen per question
+	decided  map[string]time.Time // the controller's settlement time (status.settlement.at)
 	waiters  map[waitKey][]chan time.Time
 }
 
@@ -29,7 +30,7 @@ type waitKey struct {
 
 func newObserver() *observer {
 	return &observer{seen: map[string]map[hitlv1.QuestionState]time.Time{}, deadline: map[string]time.Time{},
-		writes: map[string]int{}, waiters: map[waitKey][]chan time.Time{}}
+		writes: map[string]int{}, decided: map[string]time.Time{}, waiters: map[waitKey][]chan time.Time{}}
 }
 
 // run watches until ctx ends, resuming from the last resourceVersion.
@@ -73,6 +74,11 @@ func (o *observer) record(q *hitlv1.UserQuestion, at time.Time) {
 	if state == "" {
 		return
 	}
+	if s := q.Status.Settlement; s != nil {
+		if _, ok := o.decided[q.Name]; !ok {
+			o.decided[q.Name] = s.At.Time
+		}
+	}
 	states := o.seen[q.Name]
 	if states == nil {
 		states = map[hitlv1.QuestionState]time.Time{}
@@ -113,6 +119,16 @@ func (o *observer) seenAt(name string, state hitlv1.QuestionState) (time.Time, t
 	defer o.mu.Unlock()
 	at, ok := o.seen[name][state]
 	return at, o.deadline[name], ok
+}
+
+// decidedAt is when the controller settled the question, by its clock:
+// the time its reconcile took after reading the question, its replies and
+// the answer to its access review.
+func (o *observer) decidedAt(name string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.decided[name]
+	return at, ok
 }
 
 func (o *observer) writeCount(names []string) int {
