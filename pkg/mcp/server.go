@@ -87,6 +87,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Version is the server's version, reported to clients.
 	Version string
+	// Context, when set, bounds every call: when it ends, calls in
+	// progress end as if their client had cancelled them (a waiting ask
+	// cancels its question). Use Server.Wait to let them finish.
+	Context context.Context
 }
 
 // Server holds the tools' state: who calls act as, and the waits each
@@ -97,6 +101,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	waits map[string]int
+
+	calls sync.WaitGroup
 }
 
 // New returns the hitl tools, with calls acting as callers says.
@@ -126,13 +132,13 @@ func (s *Server) MCPServer() *mcp.Server {
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{},
 	})
-	addTool(srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription}, s.ask)
-	addTool(srv, &mcp.Tool{Name: "list_questions", Title: "List my questions", Description: listDescription,
+	addTool(s, srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription}, s.ask)
+	addTool(s, srv, &mcp.Tool{Name: "list_questions", Title: "List my questions", Description: listDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.list)
-	addTool(srv, &mcp.Tool{Name: "get_queued_replies", Title: "Late replies", Description: queuedDescription,
+	addTool(s, srv, &mcp.Tool{Name: "get_queued_replies", Title: "Late replies", Description: queuedDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.queued)
-	addTool(srv, &mcp.Tool{Name: "admit_reply", Title: "Admit a late reply", Description: admitDescription}, s.admit)
-	addTool(srv, &mcp.Tool{Name: "cancel_question", Title: "Cancel a question", Description: cancelDescription}, s.cancel)
+	addTool(s, srv, &mcp.Tool{Name: "admit_reply", Title: "Admit a late reply", Description: admitDescription}, s.admit)
+	addTool(s, srv, &mcp.Tool{Name: "cancel_question", Title: "Cancel a question", Description: cancelDescription}, s.cancel)
 	return srv
 }
 
@@ -163,14 +169,27 @@ const cancelDescription = `Cancel one of this agent's questions that is still Op
 // rendering, or an error.
 type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in In) (Out, string, error)
 
+// Wait waits until every tool call in progress has returned, e.g. after
+// Options.Context ended or the transport closed, so that the questions of
+// aborted asks are cancelled before the process exits.
+func (s *Server) Wait() { s.calls.Wait() }
+
 // addTool adds a tool whose schemas are generated from In and Out, and
 // whose arguments are decoded here, so that every malformed argument is a
 // BAD_ARGUMENTS tool error naming the field, and every error the handler
 // returns (coded ones start with their code) is a tool error.
-func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h handler[In, Out]) {
+func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In, Out]) {
 	t.InputSchema = required(mustSchema[In]())
 	t.OutputSchema = mustSchema[Out]()
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		s.calls.Add(1)
+		defer s.calls.Done()
+		if s.opts.Context != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(s.opts.Context, cancel)()
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				res = toolError(fmt.Errorf("%s: the server failed handling %s: %v\n%s", CodeInternal, t.Name, r, debug.Stack()))

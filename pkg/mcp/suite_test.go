@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,9 @@ func TestMain(m *testing.M) {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
 		}
+	}
+	if pluginPath != "" {
+		_ = os.RemoveAll(filepath.Dir(pluginPath))
 	}
 	os.Exit(code)
 }

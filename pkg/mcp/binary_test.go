@@ -1,0 +1,154 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+var (
+	pluginOnce sync.Once
+	pluginPath string
+	pluginErr  error
+)
+
+// plugin builds cmd/kubectl-hitl, the real binary, once per run.
+func plugin(t *testing.T) string {
+	t.Helper()
+	pluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kubectl-hitl-mcp-")
+		if err != nil {
+			pluginErr = err
+			return
+		}
+		pluginPath = filepath.Join(dir, "kubectl-hitl")
+		build := exec.Command("go", "build", "-o", pluginPath, "./cmd/kubectl-hitl")
+		build.Dir = testenv.Root()
+		if out, err := build.CombinedOutput(); err != nil {
+			pluginErr = fmt.Errorf("building kubectl-hitl: %v\n%s", err, out)
+		}
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	return pluginPath
+}
+
+// writeKubeconfig writes data to a file of the test's and returns its path.
+func (e *env) writeKubeconfig(data []byte) string {
+	e.t.Helper()
+	path := filepath.Join(e.t.TempDir(), "kubeconfig")
+	e.g.Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
+	return path
+}
+
+func (e *env) adminKubeconfig() string {
+	e.t.Helper()
+	u, err := e.k.Env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	data, err := u.KubeConfig()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	return e.writeKubeconfig(data)
+}
+
+// stdio starts `kubectl-hitl mcp args...` and connects the SDK's client to
+// it over its stdin and stdout.
+func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *bytes.Buffer) {
+	e.t.Helper()
+	cmd := exec.Command(plugin(e.t), append([]string{"mcp"}, args...)...)
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "v0"}, nil).Connect(e.ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cs.Close()
+		}
+	})
+	return cs, cmd, stderr
+}
+
+func TestStdioBinary(t *testing.T) {
+	e := newEnv(t)
+	kubeconfig := e.adminKubeconfig()
+	cs, _, stderr := e.stdio("-n", e.ns, "--agent", "desk-bot", "--kubeconfig", kubeconfig)
+
+	tools, err := cs.ListTools(e.ctx, nil)
+	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	e.g.Expect(names).To(ConsistOf("ask_user_question", "list_questions", "get_queued_replies", "admit_reply", "cancel_question"))
+
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("5m")})
+	q := e.asked("desk-bot")
+	e.g.Expect(q.Spec.Agent).To(Equal("desk-bot"))
+	e.answer(q.Name, "r1", "prod")
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	res := structured[hitlmcp.AskResult](e.g, got.res)
+	e.g.Expect(res.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}))
+	e.g.Expect(stderr.String()).To(ContainSubstring("as agent desk-bot in namespace " + e.ns))
+}
+
+func TestStdioBinaryInterrupted(t *testing.T) {
+	e := newEnv(t)
+	cs, cmd, stderr := e.stdio("-n", e.ns, "--agent", "desk-bot", "--kubeconfig", e.adminKubeconfig())
+	_ = e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("desk-bot")
+
+	// SIGINT: the waiting ask cancels its question, and the server exits.
+	e.g.Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateCancelled))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	e.g.Eventually(exited, 15*time.Second).Should(Receive(), "stderr: %s", stderr)
+}
+
+func TestStdioBinaryServiceAccount(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("helper")
+	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, "helper", time.Hour)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	data, err := testenv.TokenKubeconfig(e.k.Config, "helper", token, "")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := e.writeKubeconfig(data)
+
+	// Without --agent and -n: the ServiceAccount, in its namespace.
+	cs, _, stderr := e.stdio("--kubeconfig", kubeconfig)
+	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "ask_user_question", whereArgs("1s")))
+	e.g.Expect(res.Pending).To(BeTrue())
+	e.g.Expect(e.asked("helper").Spec.Agent).To(Equal("helper"))
+	e.g.Expect(stderr.String()).To(ContainSubstring("as agent helper in namespace " + e.ns))
+}
+
+func TestStdioBinaryNeedsAgent(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, plugin(t), "mcp", "-n", e.ns, "--kubeconfig", e.adminKubeconfig())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	e.g.Expect(err).To(HaveOccurred())
+	e.g.Expect(stderr.String()).To(ContainSubstring("--agent is required"))
+	e.g.Expect(stderr.String()).To(ContainSubstring("not as a ServiceAccount"))
+	e.g.Expect(stdout.String()).To(BeEmpty(), "nothing but MCP on stdout")
+}
