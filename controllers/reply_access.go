@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,15 +45,22 @@ func (r *UserQuestionReconciler) refusals(ctx context.Context, q *hitlv1.UserQue
 			continue
 		}
 		// One review per author: a burst of replies from one user (or a
-		// flood) to one question costs one call.
-		key := by.Username + "\x00" + by.UID + "\x00" + strings.Join(by.Groups, "\x00")
+		// flood) to one question costs one call, and a person answering
+		// question after question one call every grantTTL.
+		key := grantKey(by, q.Namespace, q.Spec.Agent)
 		allowed, known := decided[key]
+		if !known && r.grants.allowed(key, r.Clock.Now()) {
+			allowed, known = true, true
+		}
 		if !known {
 			var err error
 			if allowed, _, err = access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent); err != nil {
 				return nil, err
 			}
 			decided[key] = allowed
+			if allowed {
+				r.grants.allow(key, r.Clock.Now())
+			}
 		}
 		if !allowed {
 			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent))

@@ -68,6 +68,8 @@ type UserQuestionReconciler struct {
 	Recorder events.EventRecorder
 
 	claims *claimTracker
+	// grants remembers recent "allowed" answers of the authorizer.
+	grants *grantCache
 	// own stands in for the cache until it has the controller's writes.
 	own *ownWrites
 	// statusWrites counts the status writes in flight.
@@ -104,6 +106,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 		r.Clock = clock.RealClock{}
 	}
 	r.claims = newClaimTracker()
+	r.grants = newGrantCache()
 	r.own = newOwnWrites()
 	registerMetrics(&collectorSource{reader: mgr.GetCache(), claims: r.claims, clock: r.Clock})
 
