@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,32 +25,32 @@ import (
 )
 
 var (
-	pluginOnce sync.Once
-	pluginPath string
-	pluginErr  error
+	binOnce sync.Once
+	binDir  string
+	binErr  error
 )
 
-// plugin builds cmd/kubectl-hitl, the real binary, once per run.
-func plugin(t *testing.T) string {
+// binary builds cmd/kubectl-hitl and cmd/hitl-mcp, the real binaries, once
+// per run, and returns the path of name.
+func binary(t *testing.T, name string) string {
 	t.Helper()
-	pluginOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kubectl-hitl-mcp-")
-		if err != nil {
-			pluginErr = err
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "hitl-mcp-bin-"); binErr != nil {
 			return
 		}
-		pluginPath = filepath.Join(dir, "kubectl-hitl")
-		build := exec.Command("go", "build", "-o", pluginPath, "./cmd/kubectl-hitl")
+		build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/kubectl-hitl", "./cmd/hitl-mcp")
 		build.Dir = testenv.Root()
 		if out, err := build.CombinedOutput(); err != nil {
-			pluginErr = fmt.Errorf("building kubectl-hitl: %v\n%s", err, out)
+			binErr = fmt.Errorf("building the binaries: %v\n%s", err, out)
 		}
 	})
-	if pluginErr != nil {
-		t.Fatal(pluginErr)
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return pluginPath
+	return filepath.Join(binDir, name)
 }
+
+func plugin(t *testing.T) string { return binary(t, "kubectl-hitl") }
 
 // writeKubeconfig writes data to a file of the test's and returns its path.
 func (e *env) writeKubeconfig(data []byte) string {
@@ -151,4 +154,52 @@ func TestStdioBinaryNeedsAgent(t *testing.T) {
 	e.g.Expect(stderr.String()).To(ContainSubstring("--agent is required"))
 	e.g.Expect(stderr.String()).To(ContainSubstring("not as a ServiceAccount"))
 	e.g.Expect(stdout.String()).To(BeEmpty(), "nothing but MCP on stdout")
+}
+
+// TestHTTPBinary runs cmd/hitl-mcp and asks through it with a
+// ServiceAccount's hitl-mcp token.
+func TestHTTPBinary(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("http-bot")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	e.g.Expect(l.Close()).To(Succeed())
+
+	cmd := exec.Command(binary(t, "hitl-mcp"), "--bind-address", addr, "--kubeconfig", e.adminKubeconfig())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	e.g.Expect(cmd.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	e.g.Eventually(func() int {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}).Should(Equal(http.StatusOK), func() string { return stderr.String() })
+
+	resp, err := http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader("{}"))
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	e.g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "no token")
+
+	cs := e.httpSession("http://"+addr+"/mcp", e.mcpToken("http-bot"))
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("http-bot")
+	e.answer(q.Name, "r1", "staging")
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred())
+	e.g.Expect(structured[hitlmcp.AskResult](e.g, got.res).Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"staging"}}}))
 }

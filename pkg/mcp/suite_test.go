@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,8 +45,8 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
 		}
 	}
-	if pluginPath != "" {
-		_ = os.RemoveAll(filepath.Dir(pluginPath))
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }

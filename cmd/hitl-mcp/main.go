@@ -1,0 +1,76 @@
+// Command hitl-mcp serves hitl's MCP tools (ask_user_question,
+// list_questions, get_queued_replies, admit_reply, cancel_question) over
+// the streamable HTTP transport at /mcp, for agents running in the cluster.
+// Every request carries "Authorization: Bearer <token>", a ServiceAccount
+// token for the audience hitl-mcp, which the server verifies with a
+// TokenReview; a call then acts as that ServiceAccount (impersonation) and
+// asks as the agent named after it, in its namespace.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
+)
+
+func main() {
+	var (
+		addr     = flag.String("bind-address", ":8090", "address of the MCP endpoint (/mcp) and of /healthz")
+		audience = flag.String("audience", hitlmcp.DefaultAudience, "the audience a caller's ServiceAccount token must be minted for")
+		maxWaits = flag.Int("max-waits", hitlmcp.DefaultMaxWaits, "the most calls one identity may have waiting for an answer at the same time (negative: no cap)")
+		progress = flag.Duration("progress-interval", hitlmcp.DefaultProgressInterval, "how often a waiting call reports progress, when its client asks for it")
+		qps      = flag.Float64("kube-api-qps", 100, "client-side limit of API requests per second, per calling identity")
+		burst    = flag.Int("kube-api-burst", 200, "client-side burst of API requests, per calling identity")
+		grace    = flag.Duration("shutdown-grace", 15*time.Second, "how long a stopping server gives calls in progress to cancel their questions")
+	)
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("hitl-mcp")
+
+	ctx := ctrl.SetupSignalHandler()
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{
+		Options:  hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, Context: ctx},
+		Config:   cfg,
+		Audience: *audience,
+	})
+	if err != nil {
+		log.Error(err, "Unable to set up the MCP server")
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	go func() {
+		<-ctx.Done()
+		// Calls in progress end with ctx (their questions are cancelled);
+		// give them the grace to say so, then close.
+		sctx, cancel := context.WithTimeout(context.Background(), *grace)
+		defer cancel()
+		done := make(chan struct{})
+		go func() { h.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-sctx.Done():
+		}
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("Serving MCP", "address", *addr, "path", "/mcp", "audience", *audience)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error(err, "The MCP server stopped")
+		os.Exit(1)
+	}
+}
