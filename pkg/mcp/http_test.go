@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
@@ -268,4 +271,50 @@ func (e *env) signToken(sa *corev1.ServiceAccount, exp time.Time) string {
 		s.FillBytes(sig[size:])
 	}
 	return signing + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// TestHTTPWithShippedRBAC runs the server as a ServiceAccount with no more
+// than config/mcp grants it: reviewing tokens and impersonating
+// ServiceAccounts is enough to serve an ask.
+func TestHTTPWithShippedRBAC(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "mcp", "server", "role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if regexp.MustCompile(`(?m)^kind: ClusterRole$`).MatchString(doc) {
+			g.Expect(yaml.UnmarshalStrict([]byte(doc), role)).To(Succeed())
+		}
+	}
+	g.Expect(role.Rules).NotTo(BeEmpty(), "the ClusterRole of config/mcp/server/role.yaml")
+	role.Name = "mcp-" + e.ns
+	g.Expect(e.admin.Create(e.ctx, role)).To(Succeed())
+	t.Cleanup(func() { _ = e.admin.Delete(context.Background(), role) })
+	g.Expect(e.admin.Create(e.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "mcp-server"}})).To(Succeed())
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcp-" + e.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.ns, Name: "mcp-server"}},
+	}
+	g.Expect(e.admin.Create(e.ctx, binding)).To(Succeed())
+	t.Cleanup(func() { _ = e.admin.Delete(context.Background(), binding) })
+	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, "mcp-server", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	serverConfig := &rest.Config{Host: e.k.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.Config.CAData}}
+
+	e.serviceAccount("http-bot")
+	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{Config: serverConfig})
+	g.Expect(err).NotTo(HaveOccurred())
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cs := e.httpSession(srv.URL, e.mcpToken("http-bot"))
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("http-bot")
+	e.answer(q.Name, "r1", "prod")
+	var got called
+	g.Eventually(done).Should(Receive(&got))
+	g.Expect(got.err).NotTo(HaveOccurred())
+	g.Expect(structured[hitlmcp.AskResult](g, got.res).Answers).To(HaveLen(1))
+	g.Expect(q.Spec.Agent).To(Equal("http-bot"))
 }
