@@ -52,6 +52,25 @@ func binary(t *testing.T, name string) string {
 
 func plugin(t *testing.T) string { return binary(t, "kubectl-hitl") }
 
+// output collects a process's output, which the test reads while the
+// process still writes.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
 // writeKubeconfig writes data to a file of the test's and returns its path.
 func (e *env) writeKubeconfig(data []byte) string {
 	e.t.Helper()
@@ -71,18 +90,14 @@ func (e *env) adminKubeconfig() string {
 
 // stdio starts `kubectl-hitl mcp args...` and connects the SDK's client to
 // it over its stdin and stdout.
-func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *bytes.Buffer) {
+func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *output) {
 	e.t.Helper()
 	cmd := exec.Command(plugin(e.t), append([]string{"mcp"}, args...)...)
-	stderr := &bytes.Buffer{}
+	stderr := &output{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "v0"}, nil).Connect(e.ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
-	e.t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cs.Close()
-		}
-	})
+	e.t.Cleanup(func() { _ = cs.Close() })
 	return cs, cmd, stderr
 }
 
@@ -114,15 +129,17 @@ func TestStdioBinary(t *testing.T) {
 func TestStdioBinaryInterrupted(t *testing.T) {
 	e := newEnv(t)
 	cs, cmd, stderr := e.stdio("-n", e.ns, "--agent", "desk-bot", "--kubeconfig", e.adminKubeconfig())
-	_ = e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	call := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
 	q := e.asked("desk-bot")
 
 	// SIGINT: the waiting ask cancels its question, and the server exits.
 	e.g.Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateCancelled))
+	// The process exits: its stdout closes, and with it the session.
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- cs.Wait() }()
 	e.g.Eventually(exited, 15*time.Second).Should(Receive(), "stderr: %s", stderr)
+	e.g.Eventually(call).Should(Receive())
 }
 
 func TestStdioBinaryServiceAccount(t *testing.T) {
@@ -167,8 +184,8 @@ func TestHTTPBinary(t *testing.T) {
 	e.g.Expect(l.Close()).To(Succeed())
 
 	cmd := exec.Command(binary(t, "hitl-mcp"), "--bind-address", addr, "--kubeconfig", e.adminKubeconfig())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &output{}
+	cmd.Stderr = stderr
 	e.g.Expect(cmd.Start()).To(Succeed())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
