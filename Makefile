@@ -94,9 +94,10 @@ vulncheck: govulncheck vulndb ## Report the known vulnerabilities the code reach
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, kubectl-hitl and localcp into bin/.
+build: ## Build the manager, kubectl-hitl, hitl-mcp and localcp into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 	go build -o $(LOCALBIN)/kubectl-hitl ./cmd/kubectl-hitl
+	go build -o $(LOCALBIN)/hitl-mcp ./cmd/hitl-mcp
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
 
 .PHONY: run
