@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
@@ -27,9 +23,7 @@ import (
 // local control plane with hitl's webhooks and controller (test/testenv),
 // started by the first test that needs it and stopped by TestMain.
 var (
-	clusterOnce sync.Once
-	cluster     *testenv.Cluster
-	clusterErr  error
+	cluster testenv.Shared
 
 	pluginOnce sync.Once
 	pluginDir  string
@@ -38,11 +32,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cluster != nil {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
-		}
-	}
+	cluster.Stop()
 	if pluginDir != "" {
 		_ = os.RemoveAll(pluginDir)
 	}
@@ -52,14 +42,7 @@ func TestMain(m *testing.M) {
 // startCluster returns the shared local control plane, starting it once.
 func startCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	clusterOnce.Do(func() {
-		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-		cluster, clusterErr = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{})
-	})
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
-	}
-	return cluster
+	return cluster.Get(t)
 }
 
 // kubeconfig writes a kubeconfig for user (created in the control plane)

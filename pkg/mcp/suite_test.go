@@ -3,11 +3,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/manager"
 	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
 	. "github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -33,18 +27,12 @@ import (
 // kube-apiserver with hitl's admission policies and a running manager; the
 // admin client plays the person who answers.
 var (
-	clusterOnce sync.Once
-	cluster     *testenv.Cluster
-	clusterErr  error
+	cluster testenv.Shared
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cluster != nil {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
-		}
-	}
+	cluster.Stop()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
@@ -53,14 +41,7 @@ func TestMain(m *testing.M) {
 
 func startCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	clusterOnce.Do(func() {
-		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-		cluster, clusterErr = testenv.StartCluster(manager.DefaultConfig(), testenv.Options{})
-	})
-	if clusterErr != nil {
-		t.Fatal(clusterErr)
-	}
-	return cluster
+	return cluster.Get(t)
 }
 
 // env is one test's namespace on the shared cluster.
