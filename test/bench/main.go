@@ -41,20 +41,23 @@ type scale struct {
 	OverdueWindow  time.Duration // the overdue questions' timeout: long enough to ask them all
 	MemQuestions   int
 	MemClaims      int
+	MCPAsks        int // asks answered at once, through MCP and through the Go SDK each
+	MCPHeld        int // concurrent blocking MCP calls held open
 }
 
 var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadline: 10000, SpreadWindow: 60 * time.Second,
 	SharedDeadline: 1000, Claims: 1000, ClaimLease: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
-	MemQuestions: 10000, MemClaims: 1000}
+	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500}
 
 var quick = scale{Asks: 300, LatencySamples: 200, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
 	SharedDeadline: 300, Claims: 100, ClaimLease: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
-	MemQuestions: 1000, MemClaims: 100}
+	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500}
 
 func main() {
 	quickMode := flag.Bool("quick", false, "a smaller run that finishes in a few minutes")
 	out := flag.String("out", filepath.Join(testenv.Root(), "bin", "bench", "results.json"), "where to write the figures as JSON")
 	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "the manager binary")
+	plugin := flag.String("kubectl-hitl", "", "the kubectl-hitl binary (default: kubectl-hitl beside --manager)")
 	run := flag.String("run", "", "run only the workloads whose names match this regular expression (the baseline always runs)")
 	flag.Parse()
 	only, err := regexp.Compile(*run)
@@ -70,7 +73,10 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	r, err := runAll(ctx, s, *manager, filepath.Dir(*out), only)
+	if *plugin == "" {
+		*plugin = filepath.Join(filepath.Dir(*manager), "kubectl-hitl")
+	}
+	r, err := runAll(ctx, s, *manager, *plugin, filepath.Dir(*out), only)
 	if r != nil {
 		r.print(os.Stdout)
 		if werr := r.write(*out); werr != nil {

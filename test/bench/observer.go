@@ -21,6 +21,7 @@ type observer struct {
 	writes   map[string]int       // status changes seen per question
 	decided  map[string]time.Time // the controller's settlement time (status.settlement.at)
 	waiters  map[waitKey][]chan time.Time
+	onAdd    func(*hitlv1.UserQuestion) // when set, called (without blocking) with every question as it is first seen
 }
 
 type waitKey struct {
@@ -54,6 +55,14 @@ func (o *observer) run(ctx context.Context, c client.WithWatch, namespace string
 					continue
 				}
 				rv = q.ResourceVersion
+				if ev.Type == watch.Added {
+					o.mu.Lock()
+					onAdd := o.onAdd
+					o.mu.Unlock()
+					if onAdd != nil {
+						onAdd(q)
+					}
+				}
 				if ev.Type == watch.Added || ev.Type == watch.Modified {
 					o.record(q, time.Now())
 				}
@@ -93,6 +102,14 @@ func (o *observer) record(q *hitlv1.UserQuestion, at time.Time) {
 		ch <- at
 	}
 	delete(o.waiters, k)
+}
+
+// respond sets (nil: clears) the function called with every question the
+// watch sees added; it must not block the watch.
+func (o *observer) respond(f func(*hitlv1.UserQuestion)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.onAdd = f
 }
 
 // wait returns when the question was first seen in the state.

@@ -51,6 +51,8 @@ type bench struct {
 	install    testenv.Install
 	kubeconfig string // the manager's: its shipped ServiceAccount's token
 	managerBin string
+	pluginBin  string // kubectl-hitl, for the MCP workloads
+	adminKube  string // an administrator's kubeconfig, for kubectl-hitl mcp
 	manager    *exec.Cmd
 	synced     chan time.Time
 	metrics    string
@@ -75,8 +77,8 @@ func modeName(m testenv.Admission) string {
 	return m.String()
 }
 
-func runAll(ctx context.Context, s scale, managerBin, outDir string, only *regexp.Regexp) (*results, error) {
-	b := &bench{s: s, managerBin: managerBin, outDir: outDir, mode: none,
+func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, only *regexp.Regexp) (*results, error) {
+	b := &bench{s: s, managerBin: managerBin, pluginBin: pluginBin, outDir: outDir, mode: none,
 		r: &results{Quick: s == quick, Figures: map[string]float64{}}}
 	if err := b.start(ctx); err != nil {
 		return nil, err
@@ -95,6 +97,8 @@ func runAll(ctx context.Context, s scale, managerBin, outDir string, only *regex
 		{"settle latency, webhooks", testenv.WebhookMode, b.latency},
 		{"settle throughput, baseline again", none, b.baselineAgain},
 		{"settle latency, policies", testenv.Policies, b.latency},
+		{"mcp ask latency", testenv.Policies, b.mcpLatency},
+		{"mcp held calls", testenv.Policies, b.mcpHeld},
 		{"deadline precision", testenv.Policies, b.deadlines},
 		{"claims", testenv.Policies, b.claims},
 		{"memory", testenv.Policies, b.memory},
@@ -198,6 +202,9 @@ func (b *bench) stop() {
 	b.stopManager()
 	_ = b.env.Stop()
 	_ = os.Remove(b.kubeconfig)
+	if b.adminKube != "" {
+		_ = os.Remove(b.adminKube)
+	}
 }
 
 // use sets admission up as mode installs it and runs the manager to match:

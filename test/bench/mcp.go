@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/agent"
+)
+
+// The MCP workloads' agents: the responder answers every question of
+// instantAgent as soon as the watch sees it; heldAgent's are never answered.
+const (
+	instantAgent = "instant"
+	heldAgent    = "held"
+)
+
+// askQuestions is the ask of both paths, the one the settle workloads ask
+// (id q, options yes and no: answer() selects yes).
+func askQuestions() []hitlv1.Question {
+	return []hitlv1.Question{{ID: "q", Question: "Proceed?", Options: []hitlv1.QuestionOption{{Label: "yes"}, {Label: "no"}}}}
+}
+
+func askArgs() map[string]any {
+	return map[string]any{"questions": []any{map[string]any{
+		"id": "q", "question": "Proceed?", "options": []any{map[string]any{"label": "yes"}, map[string]any{"label": "no"}},
+	}}}
+}
+
+// adminKubeconfig writes, once, a kubeconfig of an administrator (a client
+// certificate in system:masters) for kubectl-hitl.
+func (b *bench) adminKubeconfig() (string, error) {
+	if b.adminKube != "" {
+		return b.adminKube, nil
+	}
+	u, err := b.env.AddUser(envtest.User{Name: "bench-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("hitl-bench-admin-%d.kubeconfig", os.Getpid()))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", err
+	}
+	b.adminKube = path
+	return path, nil
+}
+
+// mcpSession starts `kubectl-hitl mcp -n bench --agent agent args...`, the
+// real binary, and connects the SDK's client to it over stdio.
+func (b *bench) mcpSession(ctx context.Context, agentName string, args ...string) (*mcp.ClientSession, *exec.Cmd, *output, error) {
+	kubeconfig, err := b.adminKubeconfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command(b.pluginBin, append([]string{"mcp", "-n", ns, "--agent", agentName, "--kubeconfig", kubeconfig}, args...)...)
+	stderr := &output{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("starting %s mcp: %w (stderr: %s)", b.pluginBin, err, stderr)
+	}
+	return cs, cmd, stderr, nil
+}
+
+// output collects a process's stderr while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf = append(o.buf, p...)
+	return len(p), nil
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return string(o.buf)
+}
+
+// respondAtOnce has the answerer reply to every question of instantAgent as
+// soon as the agents' watch sees it, as settle replies right after asking;
+// it returns the function that stops it.
+func (b *bench) respondAtOnce(ctx context.Context) (stop func()) {
+	b.obs.respond(func(q *hitlv1.UserQuestion) {
+		if q.Spec.Agent != instantAgent || q.Status.State != "" && q.Status.State != hitlv1.StateOpen {
+			return
+		}
+		q = q.DeepCopy()
+		go func() {
+			if err := b.c.Create(ctx, answer(q)); err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "bench: answering %s: %v\n", q.Name, err)
+			}
+		}()
+	})
+	return func() { b.obs.respond(nil) }
+}
+
+// callAsk calls ask_user_question and returns an error for a tool error too.
+func callAsk(ctx context.Context, cs *mcp.ClientSession) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: askArgs()})
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		msg := "tool error"
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				msg = t.Text
+			}
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// mcpLatency asks MCPAsks questions through the MCP client and
+// kubectl-hitl mcp, and as many through pkg/agent's Ask, one at a time and
+// interleaved (which path goes first alternates), each answered at once;
+// each ask is timed from the call until the answer is returned.
+func (b *bench) mcpLatency(ctx context.Context) error {
+	stop := b.respondAtOnce(ctx)
+	defer stop()
+	cs, _, stderr, err := b.mcpSession(ctx, instantAgent)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cs.Close() }()
+	sdk := agent.New(b.c, ns, instantAgent)
+	viaMCP := func() (time.Duration, error) {
+		start := time.Now()
+		if err := callAsk(ctx, cs); err != nil {
+			return 0, fmt.Errorf("ask_user_question: %w (stderr: %s)", err, stderr)
+		}
+		return time.Since(start), nil
+	}
+	viaSDK := func() (time.Duration, error) {
+		start := time.Now()
+		r, err := sdk.Ask(ctx, agent.Request{Questions: askQuestions()})
+		if err != nil {
+			return 0, err
+		}
+		if r.Pending || len(r.Answers) != 1 {
+			return 0, fmt.Errorf("the Go SDK's ask returned %+v", r)
+		}
+		return time.Since(start), nil
+	}
+	// One of each first, not counted: the session's and the clients' first
+	// requests (discovery, connections).
+	if _, err := viaMCP(); err != nil {
+		return err
+	}
+	if _, err := viaSDK(); err != nil {
+		return err
+	}
+	var mcpTimes, sdkTimes []time.Duration
+	for i := range b.s.MCPAsks {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, m := range order {
+			if m {
+				d, err := viaMCP()
+				if err != nil {
+					return err
+				}
+				mcpTimes = append(mcpTimes, d)
+			} else {
+				d, err := viaSDK()
+				if err != nil {
+					return err
+				}
+				sdkTimes = append(sdkTimes, d)
+			}
+		}
+	}
+	mp50, mp99, _ := percentiles(mcpTimes)
+	sp50, sp99, _ := percentiles(sdkTimes)
+	label := fmt.Sprintf("ask answered at once, %d asks", b.s.MCPAsks)
+	b.r.set("mcp: "+label+", MCP stdio ms p50", ms(mp50))
+	b.r.set("mcp: "+label+", MCP stdio ms p99", ms(mp99))
+	b.r.set("mcp: "+label+", Go SDK ms p50", ms(sp50))
+	b.r.set("mcp: "+label+", Go SDK ms p99", ms(sp99))
+	ratio := float64(mp99) / float64(sp99)
+	b.r.set("mcp: ask p99, MCP / Go SDK", ratio)
+	b.r.check("MCP ask p99 vs Go SDK p99", "<= 1.20 x", fmt.Sprintf("%.2f x (%.1f/%.1fms)", ratio, ms(mp99), ms(sp99)), ratio <= 1.2)
+	return nil
+}
+
+// mcpHeld holds MCPHeld blocking ask_user_question calls open at once in
+// one stdio session of kubectl-hitl mcp, and reads the process's RSS once
+// every question exists; then it cancels the calls (which cancels their
+// questions) and ends the session.
+func (b *bench) mcpHeld(ctx context.Context) error {
+	n := b.s.MCPHeld
+	cs, cmd, stderr, err := b.mcpSession(ctx, heldAgent, "--max-waits", fmt.Sprint(n+100))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cs.Close() }()
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var early atomic.Int64 // calls that returned before they were cancelled
+	var firstErr atomic.Value
+	start := time.Now()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := callAsk(callCtx, cs)
+			if callCtx.Err() == nil {
+				early.Add(1)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	var asked int
+	for {
+		var list hitlv1.UserQuestionList
+		if err := b.c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{hitlv1.AgentLabel: heldAgent}); err != nil {
+			return err
+		}
+		asked = len(list.Items)
+		if asked >= n {
+			break
+		}
+		if early.Load() > 0 {
+			return fmt.Errorf("%d of %d calls returned while they should wait (first error: %v; stderr: %s)", early.Load(), n, firstErr.Load(), stderr)
+		}
+		if time.Since(start) > 3*time.Minute {
+			return fmt.Errorf("only %d of %d questions asked after 3m (stderr: %s)", asked, n, stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	allAsked := time.Since(start)
+	time.Sleep(2 * time.Second) // every call is past its create, waiting
+	rss, err := rssBytes(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	waiting := int64(n) - early.Load()
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, s until every question existed", n), allAsked.Seconds())
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, calls still waiting", n), float64(waiting))
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, kubectl-hitl RSS MiB", n), float64(rss)/(1<<20))
+	b.r.check(fmt.Sprintf("kubectl-hitl mcp RSS, %d calls waiting", n), "<= 150MiB",
+		fmt.Sprintf("%.0fMiB (%d waiting)", float64(rss)/(1<<20), waiting), rss <= 150<<20 && waiting == int64(n))
+
+	// Cancel every call: the server cancels each question before it returns.
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("the cancelled calls did not return within 2m")
+	}
+	// Closing stdin ends the session; kubectl-hitl exits once its handlers
+	// have cancelled their questions, or is killed by the CommandTransport
+	// after its grace; the namespace is cleaned up after the step either way.
+	closed := time.Now()
+	if err := cs.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: closing the MCP session after %s: %v\n", time.Since(closed).Round(time.Millisecond), err)
+	}
+	return nil // runAll deletes the questions and waits for the manager to be quiet
+}
