@@ -22,6 +22,8 @@ type mcpOptions struct {
 	agent    string
 	maxWaits int
 	progress time.Duration
+	qps      float64
+	burst    int
 }
 
 func newMCPCommand(c *common) *cobra.Command {
@@ -46,6 +48,8 @@ the command is interrupted, the questions still waiting are cancelled.`,
 	cmd.Flags().StringVar(&o.agent, "agent", "", "the agent to ask as (default: the kubeconfig's ServiceAccount)")
 	cmd.Flags().IntVar(&o.maxWaits, "max-waits", hitlmcp.DefaultMaxWaits, "the most calls that may wait for an answer at the same time (negative: no cap)")
 	cmd.Flags().DurationVar(&o.progress, "progress-interval", hitlmcp.DefaultProgressInterval, "how often a waiting call reports progress, when the client asks for it")
+	cmd.Flags().Float64Var(&o.qps, "kube-api-qps", 200, "client-side limit of API requests per second, for all calls together")
+	cmd.Flags().IntVar(&o.burst, "kube-api-burst", 1000, "client-side burst of API requests, for all calls together")
 	return cmd
 }
 
@@ -57,7 +61,10 @@ type mcpUser struct {
 	serviceAccount string
 }
 
-func (o *mcpOptions) Complete() error { return o.complete() }
+func (o *mcpOptions) Complete() error {
+	o.common.qps, o.common.burst = float32(o.qps), o.burst
+	return o.complete()
+}
 
 func (o *mcpOptions) Validate() error { return nil }
 

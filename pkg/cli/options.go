@@ -48,7 +48,20 @@ type common struct {
 
 	client    client.WithWatch
 	namespace string
+
+	// qps and burst limit the client's requests (client-go's defaults of 5
+	// and 10 would make a waiting command, or an MCP server with many calls
+	// waiting, queue behind itself).
+	qps   float32
+	burst int
 }
+
+// Client-side request limits of kubectl hitl's commands (kubectl hitl mcp
+// has flags for its own).
+const (
+	defaultQPS   = 50
+	defaultBurst = 100
+)
 
 func (c *common) complete() error {
 	cfg, err := c.flags.ToRESTConfig()

@@ -4,12 +4,17 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 )
 
 // NewCommand returns `kubectl hitl` with all its subcommands.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
-	c := &common{flags: flags, streams: streams}
+	c := &common{flags: flags, streams: streams, qps: defaultQPS, burst: defaultBurst}
+	flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+		cfg.QPS, cfg.Burst = c.qps, c.burst
+		return cfg
+	}
 	root := &cobra.Command{
 		Use:   "kubectl-hitl",
 		Short: "Ask people questions from agents, and answer them, through the Kubernetes API",
