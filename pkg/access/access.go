@@ -8,6 +8,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,4 +59,15 @@ func Allowed(ctx context.Context, c client.Client, subject Subject, verb, namesp
 func ForbiddenAnswer(user, agent string) string {
 	return fmt.Sprintf("%s: user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s (spec.answeredBy)",
 		hitlv1.CodeForbidden, user, agent, hitlv1.VerbAnswer, hitlv1.AgentsResource, hitlv1.GroupVersion.Group, agent)
+}
+
+// ServiceAccountOf splits the username of a ServiceAccount,
+// "system:serviceaccount:<namespace>:<name>"; ok is false for any other
+// user.
+func ServiceAccountOf(username string) (namespace, name string, ok bool) {
+	parts := strings.Split(username, ":")
+	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {
+		return "", "", false
+	}
+	return parts[2], parts[3], true
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hitl-dev/hitl/pkg/access"
 	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
 )
 
@@ -123,9 +124,7 @@ func (o *mcpOptions) whoAmI(ctx context.Context) (mcpUser, error) {
 		return mcpUser{}, fmt.Errorf("asking the API server who the kubeconfig is: %w", err)
 	}
 	u := mcpUser{name: r.Status.UserInfo.Username}
-	if parts := strings.Split(u.name, ":"); len(parts) == 4 && parts[0] == "system" && parts[1] == "serviceaccount" && parts[2] != "" && parts[3] != "" {
-		u.saNamespace, u.serviceAccount = parts[2], parts[3]
-	}
+	u.saNamespace, u.serviceAccount, _ = access.ServiceAccountOf(u.name)
 	return u, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/access"
 )
 
 // DefaultAudience is the audience a token must be minted for to call the
@@ -133,7 +134,7 @@ func (h *HTTPServer) verify(ctx context.Context, token string, _ *http.Request) 
 	case !slices.Contains(st.Audiences, h.audience):
 		return nil, fmt.Errorf("%w: the token is not for audience %s", auth.ErrInvalidToken, h.audience)
 	}
-	if _, _, ok := serviceAccount(st.User.Username); !ok {
+	if _, _, ok := access.ServiceAccountOf(st.User.Username); !ok {
 		return nil, fmt.Errorf("%w: %s is not a ServiceAccount", auth.ErrInvalidToken, st.User.Username)
 	}
 	info := &auth.TokenInfo{UserID: st.User.Username, Extra: map[string]any{"user": st.User}}
@@ -162,7 +163,7 @@ func (h *HTTPServer) caller(_ context.Context, req *mcp.CallToolRequest) (*Calle
 	if !ok {
 		return nil, errors.New("the request carries no reviewed identity")
 	}
-	ns, name, _ := serviceAccount(u.Username)
+	ns, name, _ := access.ServiceAccountOf(u.Username)
 	c, err := h.clientFor(u.Username)
 	if err != nil {
 		return nil, err
@@ -193,15 +194,6 @@ func (h *HTTPServer) clientFor(username string) (client.WithWatch, error) {
 	}
 	h.clients[username] = c
 	return c, nil
-}
-
-// serviceAccount splits a ServiceAccount's username.
-func serviceAccount(username string) (namespace, name string, ok bool) {
-	parts := strings.Split(username, ":")
-	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" || parts[2] == "" || parts[3] == "" {
-		return "", "", false
-	}
-	return parts[2], parts[3], true
 }
 
 // expiry reads the exp claim of a JWT the API server has already verified,
