@@ -129,12 +129,13 @@ func InstallAdmission(ctx context.Context, c client.Client, mode Admission, maxT
 // parameters from watches, in the order they were created.
 func WaitForPolicies(ctx context.Context, c client.Client, namespace string, mutating bool, timeout time.Duration) error {
 	var maxTimeout time.Duration
+	install, err := DefaultInstall()
+	if err != nil {
+		return err
+	}
 	probe := func() error {
 		cm := &corev1.ConfigMap{}
-		install, err := DefaultInstall()
-		if err != nil {
-			return err
-		}
+		var err error
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: install.NamePrefix + "admission"}, cm); err != nil {
 			return err
 		}
