@@ -6,6 +6,7 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,6 +26,10 @@ func main() {
 		metricsAddr = flag.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader so that only one manager reconciles at a time")
+		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease; empty means the manager's own namespace (in a Pod) or the kubeconfig's")
+		leaseFor    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
+		renewFor    = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits")
+		retryEvery  = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server listens on; empty means all")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the webhook server")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
@@ -55,14 +60,21 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *probeAddr,
-		PprofBindAddress:       *pprofAddr,
-		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "hitl-manager.hitl.dev",
-		Cache:                  controllers.CacheOptions(),
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir}),
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "hitl-manager.hitl.dev",
+		LeaderElectionNamespace: *leaderNS,
+		LeaseDuration:           leaseFor,
+		RenewDeadline:           renewFor,
+		RetryPeriod:             retryEvery,
+		// A manager that stops (SIGTERM on rollout or drain) hands over at
+		// once instead of making the standby wait out the lease.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controllers.CacheOptions(),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir}),
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")

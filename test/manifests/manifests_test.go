@@ -25,8 +25,10 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -113,6 +115,32 @@ func TestDefaultOverlayIsComplete(t *testing.T) {
 		t.Error("config/default has no ConfigMap hitl-system/hitl-admission")
 	} else if d, err := time.ParseDuration(o.typed.(*corev1.ConfigMap).Data["maxTimeout"]); err != nil || d <= 0 {
 		t.Errorf("%s: data.maxTimeout is no positive duration (%v)", o, err)
+	}
+	// High availability: two leader-elected replicas, and a disruption
+	// budget that lets a drain evict only one of them at a time.
+	for _, o := range set.byKind["Deployment"] {
+		d := o.typed.(*appsv1.Deployment)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+			t.Errorf("%s: want at least 2 replicas", o)
+		}
+		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--leader-elect") {
+			t.Errorf("%s: the manager runs without --leader-elect (args %v)", o, args)
+		}
+		covered := false
+		for _, b := range set.byKind["PodDisruptionBudget"] {
+			pdb := b.typed.(*policyv1.PodDisruptionBudget)
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || b.Namespace != o.Namespace || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+				continue
+			}
+			covered = true
+			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() < 1 || pdb.Spec.MinAvailable.IntValue() >= int(*d.Spec.Replicas) {
+				t.Errorf("%s: minAvailable %v must keep one replica up and still let a drain evict one", b, pdb.Spec.MinAvailable)
+			}
+		}
+		if !covered {
+			t.Errorf("%s: no PodDisruptionBudget selects its pods", o)
+		}
 	}
 	// Its references are TestEveryKustomizationRendersConsistently's part,
 	// its webhooks (none) and its manager's flags
