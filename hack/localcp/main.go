@@ -27,28 +27,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/hitl-dev/hitl/test/testenv"
+	"github.com/hitl-dev/hitl/internal/controlplane"
 )
 
 // minTokenExpiration is the shortest token the TokenRequest API issues.
 const minTokenExpiration = 10 * time.Minute
 
 func main() {
-	kubeconfig := flag.String("write-kubeconfig", filepath.Join(testenv.Root(), "bin", "kubeconfig"),
+	kubeconfig := flag.String("write-kubeconfig", filepath.Join(controlplane.Root(), "bin", "kubeconfig"),
 		"where to write the admin kubeconfig; the manager's and the users' kubeconfigs are written beside it")
-	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "manager binary to run against the control plane; empty runs none")
+	manager := flag.String("manager", filepath.Join(controlplane.Root(), "bin", "manager"), "manager binary to run against the control plane; empty runs none")
 	users := flag.String("users", "alice", "comma-separated users to write kubeconfigs for (kubeconfig-<user> beside the admin's); they have no permissions until RBAC grants them some")
 	expiration := flag.Duration("manager-token-expiration", 24*time.Hour,
 		"lifetime to request for the manager's ServiceAccount token (at least 10m); localcp renews it when 80% of its real lifetime has passed")
-	admissionMode := flag.String("admission", testenv.Policies.String(),
+	admissionMode := flag.String("admission", controlplane.Policies.String(),
 		"how questions and replies are admitted: policies (the default install: admission policies, no webhook), feedback (policies and the optional validating webhook) or webhooks (webhook mode, for clusters without MutatingAdmissionPolicy)")
 	flag.Parse()
-	mode, err := testenv.ParseAdmission(*admissionMode)
+	mode, err := controlplane.ParseAdmission(*admissionMode)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localcp: --admission:", err)
 		os.Exit(2)
 	}
-	if mode == testenv.WebhookMode && *manager == "" {
+	if mode == controlplane.WebhookMode && *manager == "" {
 		fmt.Fprintln(os.Stderr, "localcp: --admission webhooks needs the manager, which serves the webhooks that admit every ask and reply")
 		os.Exit(2)
 	}
@@ -73,18 +73,18 @@ func main() {
 	}
 }
 
-func run(kubeconfig, manager string, users []string, expiration time.Duration, mode testenv.Admission, managerArgs []string) error {
+func run(kubeconfig, manager string, users []string, expiration time.Duration, mode controlplane.Admission, managerArgs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	env, err := testenv.WithWebhooks(testenv.New(), mode)
+	env, err := controlplane.WithWebhooks(controlplane.New(), mode)
 	if err != nil {
 		return err
 	}
-	if mode == testenv.WebhookMode {
-		testenv.WithoutMutatingPolicies(env)
+	if mode == controlplane.WebhookMode {
+		controlplane.WithoutMutatingPolicies(env)
 	}
-	cfg, c, err := testenv.Start(env)
+	cfg, c, err := controlplane.Start(env)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 		userFiles = append(userFiles, fmt.Sprintf("    %-8s %s", u, path))
 	}
 
-	install, err := testenv.DefaultInstall()
+	install, err := controlplane.DefaultInstall()
 	if err != nil {
 		return err
 	}
@@ -120,8 +120,8 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	}
 	// In webhook mode nothing is admitted until the manager serves the
 	// mutating webhooks, the probes that wait for the policies included.
-	if mode != testenv.WebhookMode {
-		if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
+	if mode != controlplane.WebhookMode {
+		if err := controlplane.InstallAdmission(ctx, c, mode, 0); err != nil {
 			return fmt.Errorf("installing admission (%s): %w", mode, err)
 		}
 	}
@@ -131,11 +131,11 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	if err != nil {
 		return err
 	}
-	data, err := testenv.TokenKubeconfig(cfg, install.ManagerUsername(), "", tokenFile)
+	data, err := controlplane.TokenKubeconfig(cfg, install.ManagerUsername(), "", tokenFile)
 	if err != nil {
 		return err
 	}
-	if err := testenv.WriteFileAtomic(managerKubeconfig, data, 0o600); err != nil {
+	if err := controlplane.WriteFileAtomic(managerKubeconfig, data, 0o600); err != nil {
 		return err
 	}
 	go renewManagerToken(ctx, c, install, expiration, tokenFile, renewAt)
@@ -156,7 +156,7 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	}
 	args := []string{"--kubeconfig", managerKubeconfig}
 	if mode.Webhooks() {
-		wh := testenv.WebhookOptions(env)
+		wh := controlplane.WebhookOptions(env)
 		args = append(args, "--enable-webhooks", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir)
 	}
 	cmd := exec.Command(manager, append(args, managerArgs...)...)
@@ -168,13 +168,13 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	if mode.Webhooks() {
-		if err := testenv.WaitForWebhooks(env, 30*time.Second); err != nil {
+		if err := controlplane.WaitForWebhooks(env, 30*time.Second); err != nil {
 			_ = cmd.Process.Kill()
 			return err
 		}
 	}
-	if mode == testenv.WebhookMode {
-		if err := testenv.InstallAdmission(ctx, c, mode, 0); err != nil {
+	if mode == controlplane.WebhookMode {
+		if err := controlplane.InstallAdmission(ctx, c, mode, 0); err != nil {
 			_ = cmd.Process.Kill()
 			return fmt.Errorf("installing admission (%s): %w", mode, err)
 		}
@@ -212,19 +212,19 @@ func writeUserKubeconfig(env *envtest.Environment, user envtest.User, path strin
 	if err != nil {
 		return fmt.Errorf("writing the kubeconfig of %s: %w", user.Name, err)
 	}
-	return testenv.WriteFileAtomic(path, data, 0o600)
+	return controlplane.WriteFileAtomic(path, data, 0o600)
 }
 
 // writeManagerToken writes a new token of the manager's ServiceAccount to
 // tokenFile and returns when to renew it.
-func writeManagerToken(ctx context.Context, c client.Client, install testenv.Install, expiration time.Duration, tokenFile string) (time.Time, error) {
+func writeManagerToken(ctx context.Context, c client.Client, install controlplane.Install, expiration time.Duration, tokenFile string) (time.Time, error) {
 	ns, name := install.ManagerServiceAccount()
 	now := time.Now()
-	token, expires, err := testenv.RequestToken(ctx, c, ns, name, expiration)
+	token, expires, err := controlplane.RequestToken(ctx, c, ns, name, expiration)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := testenv.WriteFileAtomic(tokenFile, []byte(token), 0o600); err != nil {
+	if err := controlplane.WriteFileAtomic(tokenFile, []byte(token), 0o600); err != nil {
 		return time.Time{}, err
 	}
 	return now.Add(expires.Sub(now) * 4 / 5), nil
@@ -233,7 +233,7 @@ func writeManagerToken(ctx context.Context, c client.Client, install testenv.Ins
 // renewManagerToken writes a new token when 80% of the current one's
 // lifetime has passed; the manager's client rereads the file within a
 // minute. It retries a failed renewal every 10 seconds.
-func renewManagerToken(ctx context.Context, c client.Client, install testenv.Install, expiration time.Duration, tokenFile string, at time.Time) {
+func renewManagerToken(ctx context.Context, c client.Client, install controlplane.Install, expiration time.Duration, tokenFile string, at time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -257,7 +257,7 @@ func waitForRBAC(ctx context.Context, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: testenv.Scheme()})
+	c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: controlplane.Scheme()})
 	if err != nil {
 		return err
 	}

@@ -1,255 +1,145 @@
-// Package testenv starts the local control plane (envtest's kube-apiserver
-// and etcd, from KUBEBUILDER_ASSETS) with hitl's CRDs installed, for the
-// envtest suites, the end-to-end tests and `make run`.
+// Package testenv is the test suites' door to the local control plane
+// (envtest's kube-apiserver and etcd, from KUBEBUILDER_ASSETS, with hitl's
+// CRDs installed). The start-up itself lives in internal/controlplane, which
+// hack/localcp (`make run`) shares without linking a test framework; this
+// package adds what only tests want: Ginkgo's log writer and Gomega's
+// defaults (SuiteDefaults) and a cluster shared by a package's Go tests
+// (Shared).
 package testenv
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-
-	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/controllers"
+	"github.com/hitl-dev/hitl/internal/controlplane"
 	"github.com/hitl-dev/hitl/pkg/manager"
 )
 
+// Admission is how a test cluster admits questions and replies.
+type Admission = controlplane.Admission
+
+// The admission modes.
+const (
+	Policies    = controlplane.Policies
+	Feedback    = controlplane.Feedback
+	WebhookMode = controlplane.WebhookMode
+)
+
+// Install is where config/default installs hitl.
+type Install = controlplane.Install
+
+// Cluster is a started local control plane with admission and a manager.
+type Cluster = controlplane.Cluster
+
+// Options say how StartCluster sets admission up.
+type Options = controlplane.Options
+
 // Root is the repository's top directory.
-func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func Root() string { return controlplane.Root() }
 
 // Scheme knows the built-in kinds and hitl's.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := hitlv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+func Scheme() *k8sruntime.Scheme { return controlplane.Scheme() }
 
-// New returns an environment that installs hitl's CRDs. It finds the
-// control-plane binaries through KUBEBUILDER_ASSETS, falling back to bin/k8s.
-func New() *envtest.Environment {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		_ = os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(Root(), "bin", "k8s"))
-	}
-	return &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                Scheme(),
-	}
-}
+// New returns an environment that installs hitl's CRDs.
+func New() *envtest.Environment { return controlplane.New() }
 
 // Start starts env and returns its admin config and a client for it.
 func Start(env *envtest.Environment) (*rest.Config, client.Client, error) {
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting the local control plane (KUBEBUILDER_ASSETS=%s; run `make envtest-assets`): %w",
-			os.Getenv("KUBEBUILDER_ASSETS"), err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		_ = env.Stop()
-		return nil, nil, fmt.Errorf("creating a client: %w", err)
-	}
-	return cfg, c, nil
+	return controlplane.Start(env)
 }
 
-// WithWebhooks makes env install the webhook configurations that mode uses
-// (none for Policies; the validating reply webhook for Feedback; every
-// webhook for WebhookMode), pointed at a local webhook server with generated
-// certificates; see WebhookOptions.
+// WithWebhooks makes env install the webhook configurations that mode uses.
 func WithWebhooks(env *envtest.Environment, mode Admission) (*envtest.Environment, error) {
-	if !mode.Webhooks() {
-		return env, nil
-	}
-	objs, err := readObjects(filepath.Join(Root(), "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	o := envtest.WebhookInstallOptions{}
-	for _, u := range objs {
-		switch u.GetKind() {
-		case "MutatingWebhookConfiguration":
-			if mode != WebhookMode {
-				continue
-			}
-			var m admissionv1.MutatingWebhookConfiguration
-			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
-				return nil, err
-			}
-			o.MutatingWebhooks = append(o.MutatingWebhooks, &m)
-		case "ValidatingWebhookConfiguration":
-			var v admissionv1.ValidatingWebhookConfiguration
-			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, err
-			}
-			o.ValidatingWebhooks = append(o.ValidatingWebhooks, &v)
-		}
-	}
-	env.WebhookInstallOptions = o
-	return env, nil
+	return controlplane.WithWebhooks(env, mode)
 }
 
-// WithoutMutatingPolicies makes env's API server one from before 1.36, the
-// clusters webhook mode is for: it neither serves MutatingAdmissionPolicy
-// nor runs its admission plugin.
+// WithoutMutatingPolicies makes env's API server one without
+// MutatingAdmissionPolicy.
 func WithoutMutatingPolicies(env *envtest.Environment) *envtest.Environment {
-	args := env.ControlPlane.GetAPIServer().Configure()
-	args.Append("runtime-config",
-		"admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false,admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings=false")
-	args.Append("disable-admission-plugins", "MutatingAdmissionPolicy")
-	return env
-}
-
-// servesWebhooks reports whether a started env has webhook configurations.
-func servesWebhooks(env *envtest.Environment) bool {
-	o := env.WebhookInstallOptions
-	return len(o.MutatingWebhooks)+len(o.ValidatingWebhooks)+len(o.Paths) > 0
+	return controlplane.WithoutMutatingPolicies(env)
 }
 
 // WebhookOptions are the webhook server settings that match a started env.
 func WebhookOptions(env *envtest.Environment) webhook.Options {
-	o := env.WebhookInstallOptions
-	return webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir}
+	return controlplane.WebhookOptions(env)
 }
 
 // WaitForWebhooks waits until the webhook server of a started env accepts
 // TLS connections.
 func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
-	o := env.WebhookInstallOptions
-	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
-	deadline := time.Now().Add(timeout)
-	for {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe only
-		if err == nil {
-			return conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the webhook server at %s is not serving: %w", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return controlplane.WaitForWebhooks(env, timeout)
 }
 
-// RunManager starts, against a started env, a manager wired as the manager
-// binary wires it (with the webhooks when env installs them), waits until
-// it serves, and returns a function that stops it and waits for it to end.
+// RunManager starts a manager against a started env and returns a function
+// that stops it.
 func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
-	c.Webhooks = servesWebhooks(env)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-		WebhookServer:          webhook.NewServer(WebhookOptions(env)),
-		// Restart tests set the controller up again in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := manager.Setup(mgr, c); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stop = func() {
-		cancel()
-		<-done
-	}
-	if c.Webhooks {
-		if err := WaitForWebhooks(env, 30*time.Second); err != nil {
-			stop()
-			return nil, err
-		}
-	}
-	return stop, nil
-}
-
-// Cluster is a started local control plane with hitl's admission installed
-// (as Options say) and a manager running, as the SDK, CLI and webhook suites
-// use it.
-type Cluster struct {
-	Env    *envtest.Environment
-	Config *rest.Config
-	// Client acts as the cluster's admin and can watch.
-	Client client.WithWatch
-	stop   func()
-}
-
-// Options say how StartCluster sets admission up.
-type Options struct {
-	// Admission is the admission mode; the zero value is the default
-	// install's admission policies.
-	Admission Admission
-	// MaxTimeout, when not zero, replaces the largest timeout of the
-	// admission policies' parameters.
-	MaxTimeout time.Duration
+	return controlplane.RunManager(env, cfg, c)
 }
 
 // StartCluster starts a Cluster whose manager runs with c.
 func StartCluster(c manager.Config, o Options) (*Cluster, error) {
-	env, err := WithWebhooks(New(), o.Admission)
-	if err != nil {
-		return nil, err
-	}
-	if o.Admission == WebhookMode {
-		WithoutMutatingPolicies(env)
-	}
-	cfg, _, err := Start(env)
-	if err != nil {
-		return nil, err
-	}
-	k := &Cluster{Env: env, Config: cfg}
-	if k.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme}); err == nil {
-		// The manager first: in webhook mode nothing is admitted until
-		// it serves the mutating webhooks, the policies' probes included.
-		if k.stop, err = RunManager(env, cfg, c); err == nil {
-			if err = InstallAdmission(context.Background(), k.Client, o.Admission, o.MaxTimeout); err != nil {
-				k.stop()
-			}
-		}
-	}
-	if err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
-	return k, nil
+	return controlplane.StartCluster(c, o)
 }
 
-// Stop stops the manager, then the control plane.
-func (k *Cluster) Stop() error {
-	k.stop()
-	return k.Env.Stop()
+// ParseAdmission reads the name String gives a mode.
+func ParseAdmission(name string) (Admission, error) { return controlplane.ParseAdmission(name) }
+
+// AdmissionObjects renders config/default's admission objects for mode.
+func AdmissionObjects(mode Admission) ([]*unstructured.Unstructured, error) {
+	return controlplane.AdmissionObjects(mode)
+}
+
+// InstallAdmission installs mode's admission objects and waits until they
+// are in force.
+func InstallAdmission(ctx context.Context, c client.Client, mode Admission, maxTimeout time.Duration) error {
+	return controlplane.InstallAdmission(ctx, c, mode, maxTimeout)
+}
+
+// WaitForPolicies waits until the admission policies act in namespace.
+func WaitForPolicies(ctx context.Context, c client.Client, namespace string, mutating bool, timeout time.Duration) error {
+	return controlplane.WaitForPolicies(ctx, c, namespace, mutating, timeout)
+}
+
+// GrantAnswering grants the answering ClusterRole as config/default does.
+func GrantAnswering(ctx context.Context, c client.Client) error {
+	return controlplane.GrantAnswering(ctx, c)
+}
+
+// DefaultInstall reads the namespace and name prefix of config/default.
+func DefaultInstall() (Install, error) { return controlplane.DefaultInstall() }
+
+// RequestToken requests a token for a ServiceAccount from the TokenRequest
+// API.
+func RequestToken(ctx context.Context, c client.Client, namespace, name string, expiration time.Duration) (string, time.Time, error) {
+	return controlplane.RequestToken(ctx, c, namespace, name, expiration)
+}
+
+// RequestAudienceToken is RequestToken for a token minted for audiences.
+func RequestAudienceToken(ctx context.Context, c client.Client, namespace, name string, expiration time.Duration, audiences ...string) (string, time.Time, error) {
+	return controlplane.RequestAudienceToken(ctx, c, namespace, name, expiration, audiences...)
+}
+
+// TokenKubeconfig is a kubeconfig for cfg's server that authenticates as
+// user with token or tokenFile.
+func TokenKubeconfig(cfg *rest.Config, user, token, tokenFile string) ([]byte, error) {
+	return controlplane.TokenKubeconfig(cfg, user, token, tokenFile)
+}
+
+// WriteFileAtomic writes data to path through a temporary file and a rename.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return controlplane.WriteFileAtomic(path, data, perm)
 }
 
 // SuiteDefaults sends the controller's logs to Ginkgo's writer and sets the

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 // Admission as the default install sets it up: the admission policies of
 // config/policies, rendered through config/default, installed into the

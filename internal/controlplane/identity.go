@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 // Identities for the local control plane: the manager's shipped RBAC, as
 // `kubectl apply -k config/default` would install it, and kubeconfigs that
