@@ -26,6 +26,7 @@ type inboxOptions struct {
 	holder string
 	once   bool
 	hold   bool
+	web    webOptions
 }
 
 func newInboxCommand(c *common) *cobra.Command {
@@ -38,14 +39,16 @@ it prints the card, claims the question (so its window does not close while you
 read and type, counting down the time left), prompts for the answers and sends
 the reply. Questions that are Continued are answered late: the reply is queued
 until the agent admits it.`,
-		Example: `  kubectl hitl inbox --agent release-bot,office-bot`,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
+		Example: `  kubectl hitl inbox --agent release-bot,office-bot
+  kubectl hitl inbox --web -n agents   # in your browser`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
 	}
 	cmd.Flags().StringSliceVar(&o.agents, "agent", nil, "the agents whose questions to answer (default: all)")
 	cmd.Flags().StringVar(&o.holder, "holder", "", "the name claims are held under (default: $USER on this host)")
 	cmd.Flags().BoolVar(&o.once, "once", false, "exit after answering one question")
 	cmd.Flags().BoolVar(&o.hold, "hold", false, `take your time: keep the window open until you answer, instead of giving it back when the countdown ends`)
+	o.web.addFlags(cmd)
 	return cmd
 }
 
@@ -60,6 +63,9 @@ func (o *inboxOptions) Complete() error {
 func (o *inboxOptions) Validate() error { return nil }
 
 func (o *inboxOptions) Run(ctx context.Context) error {
+	if o.web.enabled {
+		return o.runWeb(ctx)
+	}
 	a := answerer.New(o.client, o.namespace, o.holder, o.agents...)
 	events, err := a.Watch(ctx)
 	if err != nil {

@@ -1,0 +1,307 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// pageData is what the page template shows.
+type pageData struct {
+	Title     string
+	User      string
+	Scope     string
+	CSRF      string
+	Heartbeat int64
+	Inactive  int64
+}
+
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request, p Person) {
+	agents, _ := s.agents(r)
+	scope := "all namespaces"
+	if len(s.opts.Namespaces) > 0 {
+		scope = "namespace " + strings.Join(s.opts.Namespaces, ", ")
+	}
+	if len(agents) > 0 {
+		scope += " · agents " + strings.Join(agents, ", ")
+	}
+	var buf bytes.Buffer
+	err := s.page.ExecuteTemplate(&buf, "page", pageData{
+		Title: s.opts.Title, User: p.Username, Scope: scope, CSRF: s.csrfToken(p),
+		Heartbeat: s.opts.Heartbeat.Milliseconds(), Inactive: s.opts.Inactive.Milliseconds(),
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// item is one question as the page receives it.
+type item struct {
+	Key   string `json:"key"`
+	DomID string `json:"id"`
+	RV    string `json:"rv"`
+	State string `json:"state"`
+	// Active: the question belongs in the list (Open or Continued).
+	Active bool   `json:"active"`
+	Order  string `json:"order"`
+	// Card is the whole card, sent for active questions; Status is the
+	// part of it that changes.
+	Card   string `json:"card,omitempty"`
+	Status string `json:"status"`
+}
+
+// message is one server-sent event's data.
+type message struct {
+	Type string `json:"type"` // reset, upsert, delete, problem
+	// Now is the server's clock (Unix ms), for the page's countdowns.
+	Now   int64  `json:"now"`
+	CSRF  string `json:"csrf,omitempty"`
+	Items []item `json:"items,omitempty"`
+	Item  *item  `json:"item,omitempty"`
+	Key   string `json:"key,omitempty"`
+	// Problem says why the list may be incomplete (e.g. RBAC refuses to
+	// list the questions of a namespace).
+	Problem string `json:"problem,omitempty"`
+}
+
+// change is a question's change as the watches saw it.
+type change struct {
+	typ watch.EventType
+	q   *hitlv1.UserQuestion
+}
+
+// serveEvents streams the person's questions: first a reset with every
+// question the watches have listed, then each change. The page reconciles
+// its list with every reset, so a reconnect (EventSource's own) leaves it
+// correct.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	agents, ok := s.agents(r)
+	if !ok {
+		http.Error(w, "none of the agents asked for is served by this inbox", http.StatusBadRequest)
+		return
+	}
+	c, err := s.opts.Clients(p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	sel, err := agentSelector(agents)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	changes := make(chan change, 64)
+	problems := make(chan string, 8)
+	namespaces := s.opts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var informers []toolscache.SharedIndexInformer
+	for _, ns := range namespaces {
+		inf := newInformer(c, ns, sel)
+		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial {
+					send(ctx, changes, watch.Added, obj)
+				}
+			},
+			UpdateFunc: func(_, obj any) { send(ctx, changes, watch.Modified, obj) },
+			DeleteFunc: func(obj any) { send(ctx, changes, watch.Deleted, obj) },
+		})
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+			where := "all namespaces"
+			if ns != "" {
+				where = "namespace " + ns
+			}
+			select {
+			case problems <- fmt.Sprintf("cannot watch the questions of %s: %v", where, err):
+			default:
+			}
+		})
+		go inf.RunWithContext(ctx)
+		informers = append(informers, inf)
+	}
+
+	out := &sse{w: w, f: flusher}
+	out.retry(2 * time.Second)
+	now := time.Now
+	locs := locales(r)
+	// Until every watch has listed, only problems are worth telling.
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		for _, inf := range informers {
+			if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				return
+			}
+		}
+	}()
+	waiting := true
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg := <-problems:
+			out.send(message{Type: "problem", Now: now().UnixMilli(), Problem: msg})
+		case <-synced:
+			synced = nil
+			waiting = false
+			reset := message{Type: "reset", Now: now().UnixMilli(), CSRF: s.csrfToken(p), Items: []item{}}
+			for _, inf := range informers {
+				for _, obj := range inf.GetStore().List() {
+					if q, ok := obj.(*hitlv1.UserQuestion); ok {
+						reset.Items = append(reset.Items, s.item(q, p, locs, now()))
+					}
+				}
+			}
+			out.send(reset)
+		case ch := <-changes:
+			if waiting {
+				continue // the reset carries it
+			}
+			if ch.typ == watch.Deleted {
+				out.send(message{Type: "delete", Now: now().UnixMilli(), Key: key(ch.q)})
+				continue
+			}
+			it := s.item(ch.q, p, locs, now())
+			out.send(message{Type: "upsert", Now: now().UnixMilli(), Item: &it})
+		case <-keepalive.C:
+			out.comment("keepalive")
+		}
+		if out.err != nil {
+			return
+		}
+	}
+}
+
+// item renders a question for the page.
+func (s *Server) item(q *hitlv1.UserQuestion, p Person, locs []string, now time.Time) item {
+	c := newCard(q, p, locs, now)
+	it := item{Key: c.Key, DomID: c.DomID, RV: q.ResourceVersion, State: c.Status.State, Active: active(q), Order: c.Order}
+	var buf bytes.Buffer
+	if it.Active {
+		if err := s.page.ExecuteTemplate(&buf, "card", c); err != nil {
+			s.opts.Log.Error(err, "Rendering a card", "question", it.Key)
+		}
+		it.Card = buf.String()
+		buf.Reset()
+	}
+	if err := s.page.ExecuteTemplate(&buf, "status", c.Status); err != nil {
+		s.opts.Log.Error(err, "Rendering a card's status", "question", it.Key)
+	}
+	it.Status = buf.String()
+	return it
+}
+
+func send(ctx context.Context, ch chan<- change, typ watch.EventType, obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	q, ok := obj.(*hitlv1.UserQuestion)
+	if !ok {
+		return
+	}
+	select {
+	case ch <- change{typ: typ, q: q}:
+	case <-ctx.Done():
+	}
+}
+
+// newInformer watches, as c's identity, the questions of namespace ("" for
+// all) that sel selects; client-go's reflector lists, watches, resumes and
+// lists again after an expired watch.
+func newInformer(c client.WithWatch, namespace string, sel labels.Selector) toolscache.SharedIndexInformer {
+	opts := func(raw metav1.ListOptions) []client.ListOption {
+		return []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel},
+			&client.ListOptions{Raw: &raw}}
+	}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &hitlv1.UserQuestionList{}
+			return list, c.List(ctx, list, opts(o)...)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &hitlv1.UserQuestionList{}, opts(o)...)
+		},
+	}
+	return toolscache.NewSharedIndexInformerWithOptions(lw, &hitlv1.UserQuestion{}, toolscache.SharedIndexInformerOptions{})
+}
+
+// agentSelector selects the questions of agents, or of every agent.
+func agentSelector(agents []string) (labels.Selector, error) {
+	op, values := selection.In, agents
+	if len(agents) == 0 {
+		op, values = selection.Exists, nil
+	}
+	req, err := labels.NewRequirement(hitlv1.AgentLabel, op, values)
+	if err != nil {
+		return nil, fmt.Errorf("selecting the questions of agents %v: %w", agents, err)
+	}
+	return labels.NewSelector().Add(*req), nil
+}
+
+// sse writes server-sent events.
+type sse struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	f   http.Flusher
+	err error
+}
+
+func (e *sse) send(m message) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		e.err = err
+		return
+	}
+	e.write("data: " + string(data) + "\n\n")
+}
+
+func (e *sse) comment(c string)          { e.write(": " + c + "\n\n") }
+func (e *sse) retry(after time.Duration) { e.write(fmt.Sprintf("retry: %d\n\n", after.Milliseconds())) }
+
+func (e *sse) write(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return
+	}
+	if _, err := fmt.Fprint(e.w, s); err != nil {
+		e.err = err
+		return
+	}
+	e.f.Flush()
+}

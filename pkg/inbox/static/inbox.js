@@ -1,0 +1,541 @@
+// hitl web inbox: keeps the list of questions live from the server's
+// events, holds a claim while a timed card is open and its person active,
+// checks an answer batch with the rules of pkg/validation, and sends it.
+// No dependencies, no build step: the server embeds this file as is.
+(function () {
+  'use strict';
+
+  // ---- The answer-batch rules of pkg/validation (ValidateAnswers) ----
+  // questions: [{id, options: [label], multiSelect, approval}]
+  // answers:   [{id, selected: [label], custom}]
+  // Returns null, or {code, questionID, field, rule, message} where message
+  // reads exactly as the Go error's Error().
+
+  // goQuote quotes s as Go's strconv.Quote (%q) does.
+  function goQuote(s) {
+    var out = '"';
+    for (var ch of s) {
+      var c = ch.codePointAt(0);
+      if (ch === '"' || ch === '\\') { out += '\\' + ch; continue; }
+      var esc = {7: '\\a', 8: '\\b', 12: '\\f', 10: '\\n', 13: '\\r', 9: '\\t', 11: '\\v'}[c];
+      if (esc) { out += esc; continue; }
+      if (c === 0x20 || /[\p{L}\p{M}\p{N}\p{P}\p{S}]/u.test(ch)) { out += ch; continue; }
+      if (c < 0x80) { out += '\\x' + c.toString(16).padStart(2, '0'); continue; }
+      if (c < 0x10000) { out += '\\u' + c.toString(16).padStart(4, '0'); continue; }
+      out += '\\U' + c.toString(16).padStart(8, '0');
+    }
+    return out + '"';
+  }
+
+  function badAnswer(questionID, field, rule) {
+    var msg = 'BAD_ANSWER: ';
+    if (questionID) { msg += 'question ' + questionID + ': '; }
+    msg += rule;
+    if (field) { msg += ' (' + field + ')'; }
+    return {code: 'BAD_ANSWER', questionID: questionID, field: field, rule: rule, message: msg};
+  }
+
+  function skipped(a) { return (a.selected || []).length === 0 && !a.custom; }
+
+  function validateItem(q, a, field) {
+    var selected = a.selected || [];
+    if (q.approval && (selected.length !== 1 || a.custom)) {
+      return badAnswer(q.id, field, 'an Approval question takes exactly one selected label and no custom text');
+    }
+    if (q.options.length === 0 && selected.length > 0) {
+      return badAnswer(q.id, field + '.selected', 'the question has no options: answer with custom text or skip it');
+    }
+    var picked = new Set();
+    for (var j = 0; j < selected.length; j++) {
+      var s = selected[j];
+      if (q.options.indexOf(s) < 0) {
+        return badAnswer(q.id, field + '.selected[' + j + ']', goQuote(s) + ' is not an option of the question');
+      }
+      if (picked.has(s)) {
+        return badAnswer(q.id, field + '.selected[' + j + ']', goQuote(s) + ' is selected more than once');
+      }
+      picked.add(s);
+    }
+    if (!q.multiSelect) {
+      if (selected.length > 1) {
+        return badAnswer(q.id, field + '.selected', 'the question is single-select: select at most one label');
+      }
+      if (a.custom && selected.length > 0) {
+        return badAnswer(q.id, field + '.selected',
+          'the question is single-select: custom text replaces the choice, so selected must be empty');
+      }
+    }
+    return null;
+  }
+
+  function validateAnswers(questions, answers) {
+    var byID = new Map();
+    questions.forEach(function (q) { byID.set(q.id, q); });
+    var seen = new Set();
+    var skips = 0;
+    for (var i = 0; i < answers.length; i++) {
+      var a = answers[i];
+      var field = 'spec.answers[' + i + ']';
+      var q = byID.get(a.id);
+      if (!q) { return badAnswer(a.id, field + '.id', 'not a question of the ask'); }
+      if (seen.has(a.id)) { return badAnswer(a.id, field + '.id', 'answered more than once'); }
+      seen.add(a.id);
+      var err = validateItem(q, a, field);
+      if (err) { return err; }
+      if (skipped(a)) { skips++; }
+    }
+    for (var k = 0; k < questions.length; k++) {
+      if (!seen.has(questions[k].id)) {
+        return badAnswer(questions[k].id, 'spec.answers',
+          'not answered: a batch names every question of the ask exactly once ' +
+          '(skip it with an item that has no selected and no custom)');
+      }
+    }
+    if (answers.length > 0 && skips === answers.length) {
+      return badAnswer('', 'spec.answers', 'a batch may skip some questions, not all of them');
+    }
+    return null;
+  }
+  window.hitlValidateAnswers = validateAnswers;
+
+  var list = document.querySelector('[data-cards]');
+  if (!list) { return; } // loaded for its validator only
+
+  // ---- Page state ----
+  function meta(name) { return document.querySelector('meta[name="' + name + '"]').content; }
+  var csrf = meta('hitl-csrf');
+  var heartbeatMs = Number(meta('hitl-heartbeat')) || 10000;
+  var inactiveMs = Number(meta('hitl-inactive')) || 120000;
+  var skew = 0; // server clock - local clock, ms
+  var cards = new Map(); // key -> card state
+  var lastActivity = Date.now();
+  ['keydown', 'pointerdown', 'pointermove', 'focusin', 'input', 'wheel', 'touchstart'].forEach(function (t) {
+    window.addEventListener(t, function () { lastActivity = Date.now(); }, {passive: true, capture: true});
+  });
+  function now() { return Date.now() + skew; }
+  function personActive() {
+    return document.visibilityState === 'visible' && Date.now() - lastActivity < inactiveMs;
+  }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+
+  function post(path, body, keepalive) {
+    return fetch(path, {
+      method: 'POST', credentials: 'same-origin', keepalive: !!keepalive,
+      headers: {'Content-Type': 'application/json', 'X-Hitl-Csrf': csrf},
+      body: JSON.stringify(body)
+    }).then(function (res) {
+      if (res.status === 204) { return {status: res.status, body: {}}; }
+      return res.json().then(function (b) { return {status: res.status, body: b}; },
+        function () { return {status: res.status, body: {message: 'HTTP ' + res.status}}; });
+    });
+  }
+
+  // ---- Time ----
+  function clockText(ms) {
+    var s = Math.max(0, Math.round(ms / 1000));
+    var m = Math.floor(s / 60);
+    if (m >= 60) { return Math.floor(m / 60) + 'h' + String(m % 60).padStart(2, '0') + 'm'; }
+    return m + ':' + String(s % 60).padStart(2, '0');
+  }
+  function ageText(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (s < 60) { return s + 's'; }
+    if (s < 3600) { return Math.floor(s / 60) + 'm'; }
+    if (s < 86400) { return Math.floor(s / 3600) + 'h'; }
+    return Math.floor(s / 86400) + 'd';
+  }
+  function tick() {
+    list.querySelectorAll('[data-since]').forEach(function (e) {
+      e.textContent = ageText(now() - Number(e.dataset.since));
+    });
+    list.querySelectorAll('[data-deadline]').forEach(function (e) {
+      var left = Number(e.dataset.deadline) - now();
+      e.textContent = left > 0 ? clockText(left) + ' left' : 'window closing';
+    });
+    cards.forEach(function (c) { if (c.claim) { showClaim(c); } });
+  }
+  setInterval(tick, 1000);
+
+  // ---- The list ----
+  function setConnection(text, problem) {
+    var e = document.querySelector('[data-connection]');
+    e.textContent = text;
+    e.classList.toggle('problem', !!problem);
+  }
+  function updateEmpty() {
+    document.querySelector('[data-empty]').hidden = list.children.length > 0;
+  }
+
+  function insertCard(item) {
+    var t = document.createElement('template');
+    t.innerHTML = item.card; // rendered and escaped by the server's html/template
+    var li = t.content.firstElementChild;
+    var before = null;
+    for (var n = list.firstElementChild; n; n = n.nextElementSibling) {
+      if (n.dataset.order > item.order) { before = n; break; }
+    }
+    list.insertBefore(li, before);
+    var c = {key: item.key, li: li, rv: item.rv, state: item.state, claim: null, answered: false, done: false,
+      spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name};
+    cards.set(item.key, c);
+    return c;
+  }
+
+  function upsert(item) {
+    var c = cards.get(item.key);
+    if (!c) {
+      if (!item.active || !item.card) { return; }
+      c = insertCard(item);
+    } else if (c.rv === item.rv) {
+      return;
+    } else {
+      c.li.querySelector('[data-status]').innerHTML = item.status; // server-rendered, escaped
+    }
+    var was = c.state;
+    c.rv = item.rv;
+    c.state = item.state;
+    c.li.dataset.state = item.state;
+    if (!item.active) {
+      finish(c, item.state === 'Cancelled' ? 'The agent cancelled this question.' :
+        'This question was settled' + (c.answered ? '.' : ' by another answer.'));
+    } else if (was === 'Open' && item.state === 'Continued' && c.claim) {
+      dropClaim(c, 'The window has closed: your answer will be queued until the agent takes it.');
+    }
+    tick();
+  }
+
+  function remove(key) {
+    var c = cards.get(key);
+    if (!c) { return; }
+    if (c.answered) { finish(c, 'This question is gone.'); return; }
+    releaseClaim(c);
+    cards.delete(key);
+    c.li.remove();
+    updateEmpty();
+  }
+
+  function handle(msg) {
+    if (msg.now) { skew = msg.now - Date.now(); }
+    if (msg.csrf) { csrf = msg.csrf; }
+    switch (msg.type) {
+    case 'reset':
+      var keys = new Set();
+      msg.items.forEach(function (it) { keys.add(it.key); upsert(it); });
+      Array.from(cards.keys()).forEach(function (k) { if (!keys.has(k)) { remove(k); } });
+      setConnection('Live');
+      problem('');
+      break;
+    case 'upsert': upsert(msg.item); break;
+    case 'delete': remove(msg.key); break;
+    case 'problem': problem(msg.problem); break;
+    }
+    updateEmpty();
+  }
+
+  function problem(text) {
+    var e = document.querySelector('[data-problem]');
+    if (!e) {
+      e = el('p', 'problem');
+      e.setAttribute('role', 'alert');
+      e.dataset.problem = '';
+      document.querySelector('header.top').appendChild(e);
+    }
+    e.textContent = text;
+    e.hidden = !text;
+  }
+
+  function connect() {
+    var es = new EventSource('events' + location.search);
+    es.onmessage = function (ev) { handle(JSON.parse(ev.data)); };
+    es.onerror = function () { setConnection('Reconnecting…', true); };
+  }
+
+  // ---- A card ----
+  function open(c, yes) {
+    var btn = c.li.querySelector('[data-action="toggle"]');
+    btn.setAttribute('aria-expanded', String(yes));
+    btn.textContent = yes ? 'Close' : 'Answer';
+    c.li.querySelector('.card-body').hidden = !yes;
+    c.li.classList.toggle('open', yes);
+    if (yes) {
+      var first = c.li.querySelector('.card-body input:not([type=hidden]):not([disabled]), .card-body textarea, .card-body [tabindex="0"], .card-body button');
+      if (first) { first.focus(); }
+      takeClaim(c);
+    } else {
+      releaseClaim(c);
+    }
+  }
+
+  // finish shows that a card's question left the list; the person closes it.
+  function finish(c, why) {
+    if (c.done) { return; }
+    c.done = true;
+    releaseClaim(c);
+    c.li.classList.add('done');
+    c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = true; });
+    c.li.querySelector('[data-hold-wrap]').hidden = true;
+    var note = el('p', 'finished', why + ' ');
+    var dismiss = el('button', 'link', 'Dismiss');
+    dismiss.type = 'button';
+    dismiss.dataset.action = 'dismiss';
+    note.appendChild(dismiss);
+    c.li.querySelector('.card-head').appendChild(note);
+  }
+
+  // ---- Claims ----
+  function timedAndOpen(c) {
+    var d = c.li.querySelector('[data-status] [data-deadline]');
+    return c.state === 'Open' && d && Number(d.dataset.deadline) > now();
+  }
+
+  function takeClaim(c) {
+    if (c.claim || c.done || !timedAndOpen(c)) { return; }
+    c.claim = {pending: true};
+    post('api/claim', {namespace: c.namespace, name: c.name}).then(function (r) {
+      if (r.status !== 200) {
+        c.claim = null;
+        claimText(c, 'Could not hold the window for you: ' + (r.body.message || r.status), true);
+        return;
+      }
+      c.claim = {id: r.body.id, end: Date.now() + r.body.remainingMs, hold: false};
+      c.li.querySelector('[data-hold-wrap]').hidden = false;
+      c.li.querySelector('[data-hold]').checked = false;
+      c.claim.beat = setInterval(function () { heartbeat(c); }, heartbeatMs);
+      if (!c.li.classList.contains('open')) { releaseClaim(c); return; }
+      showClaim(c);
+    }, function () { c.claim = null; });
+  }
+
+  function heartbeat(c) {
+    if (!c.claim || !c.claim.id || !personActive()) { return; }
+    post('api/claim/heartbeat', {id: c.claim.id}).then(function (r) {
+      if (!c.claim) { return; }
+      if (r.status !== 200) {
+        dropClaim(c, 'The window is no longer held for you (' + (r.body.message || r.status) +
+          '); an answer after the deadline will be queued as late.', true);
+      } else if (r.body.lost) {
+        dropClaim(c, 'Your claim was lost: ' + r.body.lost + '. An answer after the deadline will be queued as late.', true);
+      }
+    });
+  }
+
+  function showClaim(c) {
+    if (!c.claim || !c.claim.id) { return; }
+    var left = c.claim.end - Date.now();
+    if (c.claim.hold) {
+      claimText(c, left > 0 ? 'You are holding the window open until you answer (' + clockText(left) + ' of it left).' :
+        'You are holding the window open: its deadline passed ' + clockText(-left) + ' ago.');
+      return;
+    }
+    if (left <= 0) {
+      releaseClaim(c);
+      claimText(c, 'The window has closed: your answer will be queued until the agent takes it.');
+      return;
+    }
+    claimText(c, 'You hold the window: ' + clockText(left) + ' left.');
+  }
+
+  function claimText(c, text, warn) {
+    var e = c.li.querySelector('[data-claim]');
+    e.textContent = text;
+    e.classList.toggle('warn', !!warn);
+  }
+
+  function dropClaim(c, why, warn) {
+    if (c.claim && c.claim.beat) { clearInterval(c.claim.beat); }
+    c.claim = null;
+    c.li.querySelector('[data-hold-wrap]').hidden = true;
+    claimText(c, why, warn);
+  }
+
+  function releaseClaim(c, leaving) {
+    if (!c.claim) { return; }
+    var id = c.claim.id;
+    if (c.claim.beat) { clearInterval(c.claim.beat); }
+    c.claim = null;
+    c.li.querySelector('[data-hold-wrap]').hidden = true;
+    claimText(c, '');
+    if (id) { post('api/claim/release', {id: id}, leaving).catch(function () {}); }
+  }
+
+  window.addEventListener('pagehide', function () {
+    cards.forEach(function (c) { releaseClaim(c, true); });
+  });
+
+  // ---- Answers ----
+  function collect(c, submitter) {
+    var answers = [];
+    c.li.querySelectorAll('fieldset[data-question]').forEach(function (fs) {
+      var a = {id: fs.dataset.question, selected: [], custom: ''};
+      answers.push(a);
+      var skip = fs.querySelector('[data-skip]');
+      if (skip && skip.checked) { return; }
+      var custom = fs.querySelector('[data-custom]');
+      var text = custom ? custom.value.trim() : '';
+      var decision = fs.querySelector('[data-decision]');
+      if (decision) {
+        if (submitter && submitter.dataset.choice !== undefined) {
+          a.selected = [submitter.dataset.choice];
+        } else if (submitter && submitter.dataset.feedback !== undefined) {
+          a.custom = text;
+        }
+        return;
+      }
+      switch (fs.dataset.kind) {
+      case 'text':
+        a.custom = text;
+        return;
+      }
+      var other = fs.querySelector('[data-other]');
+      fs.querySelectorAll('[data-option]:checked').forEach(function (o) { a.selected.push(o.value); });
+      if (fs.dataset.multi === 'true') {
+        a.custom = text;
+      } else if (other && other.checked) {
+        a.custom = text;
+      }
+    });
+    answers.forEach(function (a) { if (!a.custom) { delete a.custom; } });
+    return answers;
+  }
+
+  function showErrors(c, err) {
+    var box = c.li.querySelector('[data-errors]');
+    box.textContent = '';
+    c.li.querySelectorAll('fieldset[aria-invalid]').forEach(function (f) { f.removeAttribute('aria-invalid'); });
+    if (!err) { return; }
+    box.appendChild(el('p', 'code', err.message));
+    if (err.explanation) { box.appendChild(el('p', '', err.explanation)); }
+    if (err.questionID) {
+      c.li.querySelectorAll('fieldset[data-question]').forEach(function (f) {
+        if (f.dataset.question === err.questionID) {
+          f.setAttribute('aria-invalid', 'true');
+          var input = f.querySelector('input:not([type=hidden]), textarea');
+          if (input) { input.focus(); }
+        }
+      });
+    }
+  }
+
+  function showOutcome(c, res) {
+    var box = c.li.querySelector('[data-outcome]');
+    box.textContent = '';
+    var o = res.outcome || 'Sent';
+    var p = el('p', 'outcome-line outcome-' + o.toLowerCase());
+    p.appendChild(el('strong', '', res.reason ? o + ': ' + res.reason : o));
+    if (res.explanation) { p.appendChild(document.createTextNode(' — ' + res.explanation)); }
+    box.appendChild(p);
+    if (res.message) { box.appendChild(el('p', 'message', res.message)); }
+    if (o === 'Queued') {
+      var w = el('button', 'link', 'Withdraw my reply');
+      w.type = 'button';
+      w.dataset.action = 'withdraw';
+      w.dataset.reply = res.reply;
+      box.appendChild(w);
+    }
+  }
+
+  function submit(c, submitter) {
+    var answers = collect(c, submitter);
+    var err = validateAnswers(c.spec, answers);
+    showErrors(c, err);
+    if (err) { return; }
+    var buttons = c.li.querySelectorAll('form button');
+    buttons.forEach(function (b) { b.disabled = true; });
+    c.li.querySelector('[data-outcome]').textContent = 'Sending…';
+    post('api/reply', {namespace: c.namespace, name: c.name, answers: answers}).then(function (r) {
+      c.li.querySelector('[data-outcome]').textContent = '';
+      if (r.status === 200 || r.status === 202) {
+        showOutcome(c, r.body);
+        if (r.body.outcome === 'Applied' || r.body.outcome === 'Queued' || r.status === 202) {
+          c.answered = true;
+          releaseClaim(c);
+          c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = true; });
+          c.li.classList.add('answered');
+          return;
+        }
+      } else {
+        showErrors(c, r.body);
+      }
+      buttons.forEach(function (b) { b.disabled = c.done; });
+    }, function (e) {
+      c.li.querySelector('[data-outcome]').textContent = '';
+      showErrors(c, {message: 'Sending failed: ' + e.message + '. Nothing was sent; try again.'});
+      buttons.forEach(function (b) { b.disabled = c.done; });
+    });
+  }
+
+  function withdraw(c, button) {
+    button.disabled = true;
+    post('api/withdraw', {namespace: c.namespace, name: button.dataset.reply}).then(function (r) {
+      var box = c.li.querySelector('[data-outcome]');
+      box.textContent = '';
+      if (r.status === 204) {
+        box.appendChild(el('p', 'outcome-line', 'Withdrawn: your reply is gone and the question is answerable again.'));
+        c.answered = false;
+        c.li.classList.remove('answered');
+        if (!c.done) {
+          c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = false; });
+        }
+        return;
+      }
+      button.disabled = false;
+      showErrors(c, r.body);
+    });
+  }
+
+  function cardOf(node) {
+    var li = node.closest('li.item');
+    return li && cards.get(li.dataset.key);
+  }
+
+  list.addEventListener('click', function (ev) {
+    var b = ev.target.closest('button[data-action]');
+    if (!b) { return; }
+    var c = cardOf(b);
+    if (!c) { return; }
+    switch (b.dataset.action) {
+    case 'toggle': open(c, b.getAttribute('aria-expanded') !== 'true'); break;
+    case 'withdraw': withdraw(c, b); break;
+    case 'dismiss':
+      releaseClaim(c);
+      cards.delete(c.key);
+      c.li.remove();
+      updateEmpty();
+      break;
+    }
+  });
+  list.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    var c = cardOf(ev.target);
+    if (c && !c.done) { submit(c, ev.submitter); }
+  });
+  list.addEventListener('change', function (ev) {
+    var t = ev.target;
+    if (t.matches('[data-hold]')) {
+      var c = cardOf(t);
+      if (c && c.claim) { c.claim.hold = t.checked; showClaim(c); }
+    }
+    if (t.matches('[data-skip]')) {
+      t.closest('fieldset').querySelectorAll('input:not([data-skip]), textarea').forEach(function (e) {
+        e.disabled = t.checked;
+      });
+    }
+  });
+  list.addEventListener('input', function (ev) {
+    // Typing an "Other" answer of a single-select question chooses it.
+    var t = ev.target;
+    if (t.matches('[data-custom]') && t.value) {
+      var other = t.closest('fieldset').querySelector('[data-other]');
+      if (other) { other.checked = true; }
+    }
+  });
+
+  updateEmpty();
+  connect();
+})();
