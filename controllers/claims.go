@@ -6,12 +6,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// Lease durations outside the range the specification allows are clamped.
-const (
-	minLeaseSeconds = 5
-	maxLeaseSeconds = 300
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
 // claimTracker judges claim liveness from when the controller observed each
@@ -109,10 +105,5 @@ func (t *claimTracker) forget(question types.NamespacedName) {
 }
 
 func leaseDuration(l *coordinationv1.Lease) time.Duration {
-	s := int32(minLeaseSeconds)
-	if l.Spec.LeaseDurationSeconds != nil {
-		s = *l.Spec.LeaseDurationSeconds
-	}
-	s = max(minLeaseSeconds, min(maxLeaseSeconds, s))
-	return time.Duration(s) * time.Second
+	return hitlv1.ClaimLeaseDuration(l.Spec.LeaseDurationSeconds)
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/reference"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
 // Defaults of an EventWriter.
@@ -35,8 +37,6 @@ const (
 	maxEventDelay = 2 * time.Second
 	// eventAttempts is how often an event write is tried.
 	eventAttempts = 3
-	// maxNote is the API server's limit on an event's note.
-	maxNote = 1024
 )
 
 var eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -120,10 +120,7 @@ func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 		}
 	}
 	now := time.Now()
-	message := fmt.Sprintf(note, args...)
-	if len(message) > maxNote {
-		message = message[:maxNote]
-	}
+	message := hitlv1.TruncateMessage(fmt.Sprintf(note, args...))
 	namespace := ref.Namespace
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault

@@ -45,7 +45,7 @@ func TestEventWriterQueuesWithoutBlockingAndDropsWhenFull(t *testing.T) {
 		t.Errorf("first event: %+v", first)
 	}
 	if second.Regarding.Kind != "QuestionReply" || second.Related == nil || second.Related.Name != askName ||
-		second.Type != corev1.EventTypeWarning || len(second.Note) != maxNote {
+		second.Type != corev1.EventTypeWarning || len(second.Note) != hitlv1.MaxMessageLength {
 		t.Errorf("second event: regarding %+v related %+v type %s note of %d bytes", second.Regarding, second.Related, second.Type, len(second.Note))
 	}
 }

@@ -69,11 +69,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var list hitlv1.UserQuestionList
 	if err := src.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range list.Items {
-			state := list.Items[i].Status.State
-			if state == "" {
-				state = hitlv1.StateOpen
-			}
-			counts[state]++
+			counts[list.Items[i].State()]++
 		}
 	}
 	for state, n := range counts {

@@ -63,7 +63,7 @@ func (r *UserQuestionReconciler) refusals(ctx context.Context, q *hitlv1.UserQue
 			}
 		}
 		if !allowed {
-			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent))
+			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent).Error())
 		}
 	}
 	return refused, nil

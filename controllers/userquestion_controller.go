@@ -6,7 +6,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -157,8 +156,7 @@ func overdueFirst(clk clock.PassiveClock) handler.EventHandler {
 
 // overdue reports whether q is still Open with its deadline passed.
 func overdue(q *hitlv1.UserQuestion, now time.Time) bool {
-	open := q.Status.State == "" || q.Status.State == hitlv1.StateOpen
-	return open && q.DeletionTimestamp == nil && q.Status.Deadline != nil && !now.Before(q.Status.Deadline.Time)
+	return q.State() == hitlv1.StateOpen && q.DeletionTimestamp == nil && q.Status.Deadline != nil && !now.Before(q.Status.Deadline.Time)
 }
 
 func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {
@@ -241,13 +239,7 @@ func (r *UserQuestionReconciler) repliesOf(ctx context.Context, question types.N
 	for i := range list.Items {
 		list.Items[i] = *latest(r.own, &list.Items[i], now)
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := &list.Items[i], &list.Items[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
+	hitlv1.SortReplyOrder(list.Items)
 	return list.Items, nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/controllers"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 
@@ -88,7 +87,7 @@ var _ = Describe("A blocking question", func() {
 		q := question(ns, "deploy")()
 		Expect(q.Status.Deadline).To(BeNil())
 		Expect(q.Status.QuestionCount).To(BeEquivalentTo(2))
-		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, controllers.ConditionReconciling)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, hitlv1.ConditionReconciling)).To(BeTrue())
 
 		Consistently(state(ns, "deploy"), "1500ms").Should(Equal(hitlv1.StateOpen), "a blocking question never times out")
 
@@ -99,7 +98,7 @@ var _ = Describe("A blocking question", func() {
 		Expect(q.Status.Settlement.Reply).To(Equal("alice"))
 		Expect(q.Status.Settlement.Late).To(BeFalse())
 		Expect(q.Status.Settlement.AnsweredBy.Username).To(Equal("alice"))
-		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, controllers.ConditionReady)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(q.Status.Conditions, hitlv1.ConditionReady)).To(BeTrue())
 		Expect(q.Status.ObservedGeneration).To(Equal(q.Generation))
 
 		Eventually(outcome(ns, "alice")).Should(Equal(hitlv1.OutcomeApplied))
@@ -122,7 +121,7 @@ var _ = Describe("A blocking question", func() {
 		st := reply(ns, "both")()
 		Expect(st.Reason).To(Equal(hitlv1.CodeBadAnswer))
 		Expect(st.Message).To(HavePrefix("BAD_ANSWER: question color: the question is single-select"))
-		Expect(meta.IsStatusConditionTrue(st.Conditions, controllers.ConditionStalled)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(st.Conditions, hitlv1.ConditionStalled)).To(BeTrue())
 		Expect(state(ns, "pick")()).To(Equal(hitlv1.StateOpen))
 	})
 
@@ -139,7 +138,7 @@ var _ = Describe("A blocking question", func() {
 		q.Spec.Cancelled = true
 		Expect(k8s.Update(ctx, q)).To(Succeed())
 		Eventually(state(ns, "c")).Should(Equal(hitlv1.StateCancelled))
-		Expect(meta.IsStatusConditionTrue(question(ns, "c")().Status.Conditions, controllers.ConditionStalled)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(question(ns, "c")().Status.Conditions, hitlv1.ConditionStalled)).To(BeTrue())
 		Eventually(events(ns, "c", "Cancelled")).Should(Equal(1))
 		Expect(k8s.Create(ctx, Reply("late", ns, "c").Custom("q", "too late").Obj())).To(Succeed())
 		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeRejected))

@@ -131,9 +131,7 @@ type decider struct {
 // deadline (computed once), its question count, and its live claims.
 func (d *decider) prepare() {
 	q := d.in.Question
-	if d.st.State == "" {
-		d.st.State = hitlv1.StateOpen
-	}
+	d.st.State = d.st.State.OrOpen()
 	d.st.QuestionCount = int32(len(q.Spec.Questions))
 	d.st.ObservedGeneration = q.Generation
 	if deadline, timed := q.Deadline(); timed && d.st.Deadline == nil {
@@ -286,10 +284,7 @@ func (d *decider) outcome(r *hitlv1.QuestionReply, outcome hitlv1.ReplyOutcome, 
 	if r.DeletionTimestamp != nil {
 		return
 	}
-	const maxMessage = 1024
-	if len(message) > maxMessage {
-		message = message[:maxMessage]
-	}
+	message = hitlv1.TruncateMessage(message)
 	if r.Status.Outcome == outcome && r.Status.Reason == reason && r.Status.Message == message {
 		return
 	}
@@ -351,7 +346,7 @@ func finishedAt(st *hitlv1.UserQuestionStatus, now time.Time) time.Time {
 	if st.Settlement != nil {
 		return st.Settlement.At.Time
 	}
-	if c := meta.FindStatusCondition(st.Conditions, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, hitlv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return c.LastTransitionTime.Time
 	}
 	return now

@@ -9,23 +9,6 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
-// Condition types, read the way kstatus reads them: Reconciling=True is "in
-// progress", Stalled=True is "failed", Ready=True is "current".
-const (
-	// ConditionReady is True once a question is settled, or a reply applied or admitted.
-	ConditionReady = "Ready"
-	// ConditionReconciling is True while a question waits for an answer, or a reply for admission.
-	ConditionReconciling = "Reconciling"
-	// ConditionStalled is True when a question was cancelled or a reply rejected.
-	ConditionStalled = "Stalled"
-)
-
-// Condition reasons beyond the states, outcomes and error codes.
-const (
-	ReasonAwaitingAnswer    = "AwaitingAnswer"
-	ReasonAwaitingAdmission = "AwaitingAdmission"
-)
-
 // setQuestionConditions derives a question's conditions from its state.
 func setQuestionConditions(st *hitlv1.UserQuestionStatus, generation int64, now time.Time) {
 	cond := func(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -34,17 +17,17 @@ func setQuestionConditions(st *hitlv1.UserQuestionStatus, generation int64, now 
 	}
 	switch st.State {
 	case hitlv1.StateOpen:
-		cond(ConditionReady, metav1.ConditionFalse, string(hitlv1.StateOpen), "The agent is waiting for the answer")
-		cond(ConditionReconciling, metav1.ConditionTrue, ReasonAwaitingAnswer, "The question is open")
-		meta.RemoveStatusCondition(&st.Conditions, ConditionStalled)
+		cond(hitlv1.ConditionReady, metav1.ConditionFalse, string(hitlv1.StateOpen), "The agent is waiting for the answer")
+		cond(hitlv1.ConditionReconciling, metav1.ConditionTrue, hitlv1.ReasonAwaitingAnswer, "The question is open")
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)
 	case hitlv1.StateContinued:
-		cond(ConditionReady, metav1.ConditionFalse, string(hitlv1.StateContinued), "The window closed unanswered; the question stays answerable")
+		cond(hitlv1.ConditionReady, metav1.ConditionFalse, string(hitlv1.StateContinued), "The window closed unanswered; the question stays answerable")
 		if st.QueuedReply != nil {
-			cond(ConditionReconciling, metav1.ConditionTrue, ReasonAwaitingAdmission, "Reply "+st.QueuedReply.Name+" is queued for the agent to admit")
+			cond(hitlv1.ConditionReconciling, metav1.ConditionTrue, hitlv1.ReasonAwaitingAdmission, "Reply "+st.QueuedReply.Name+" is queued for the agent to admit")
 		} else {
-			cond(ConditionReconciling, metav1.ConditionTrue, ReasonAwaitingAnswer, "The question is answerable as a late reply")
+			cond(hitlv1.ConditionReconciling, metav1.ConditionTrue, hitlv1.ReasonAwaitingAnswer, "The question is answerable as a late reply")
 		}
-		meta.RemoveStatusCondition(&st.Conditions, ConditionStalled)
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)
 	case hitlv1.StateSettled:
 		msg := "Settled"
 		if s := st.Settlement; s != nil {
@@ -53,13 +36,13 @@ func setQuestionConditions(st *hitlv1.UserQuestionStatus, generation int64, now 
 				msg += " (late)"
 			}
 		}
-		cond(ConditionReady, metav1.ConditionTrue, string(hitlv1.StateSettled), msg)
-		meta.RemoveStatusCondition(&st.Conditions, ConditionReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, ConditionStalled)
+		cond(hitlv1.ConditionReady, metav1.ConditionTrue, string(hitlv1.StateSettled), msg)
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)
 	case hitlv1.StateCancelled:
-		cond(ConditionReady, metav1.ConditionFalse, string(hitlv1.StateCancelled), "The agent cancelled the ask")
-		cond(ConditionStalled, metav1.ConditionTrue, string(hitlv1.StateCancelled), "The agent cancelled the ask")
-		meta.RemoveStatusCondition(&st.Conditions, ConditionReconciling)
+		cond(hitlv1.ConditionReady, metav1.ConditionFalse, string(hitlv1.StateCancelled), "The agent cancelled the ask")
+		cond(hitlv1.ConditionStalled, metav1.ConditionTrue, string(hitlv1.StateCancelled), "The agent cancelled the ask")
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionReconciling)
 	}
 }
 
@@ -72,16 +55,16 @@ func setReplyConditions(st *hitlv1.QuestionReplyStatus, generation int64, now ti
 	}
 	switch st.Outcome {
 	case hitlv1.OutcomeApplied, hitlv1.OutcomeAdmitted:
-		cond(ConditionReady, metav1.ConditionTrue, string(st.Outcome))
-		meta.RemoveStatusCondition(&st.Conditions, ConditionReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, ConditionStalled)
+		cond(hitlv1.ConditionReady, metav1.ConditionTrue, string(st.Outcome))
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)
 	case hitlv1.OutcomeQueued:
-		cond(ConditionReady, metav1.ConditionFalse, string(st.Outcome))
-		cond(ConditionReconciling, metav1.ConditionTrue, ReasonAwaitingAdmission)
-		meta.RemoveStatusCondition(&st.Conditions, ConditionStalled)
+		cond(hitlv1.ConditionReady, metav1.ConditionFalse, string(st.Outcome))
+		cond(hitlv1.ConditionReconciling, metav1.ConditionTrue, hitlv1.ReasonAwaitingAdmission)
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)
 	case hitlv1.OutcomeRejected:
-		cond(ConditionReady, metav1.ConditionFalse, string(st.Reason))
-		cond(ConditionStalled, metav1.ConditionTrue, string(st.Reason))
-		meta.RemoveStatusCondition(&st.Conditions, ConditionReconciling)
+		cond(hitlv1.ConditionReady, metav1.ConditionFalse, string(st.Reason))
+		cond(hitlv1.ConditionStalled, metav1.ConditionTrue, string(st.Reason))
+		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionReconciling)
 	}
 }

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // ErrorCode is one of the stable error codes of the hitl specification. It
 // starts every denial message and condition message, and it is the reason of
 // a rejected reply.
@@ -30,3 +32,37 @@ const (
 	// CodeAskAborted: the agent's ask was cancelled before it was answered.
 	CodeAskAborted ErrorCode = "ASK_ABORTED"
 )
+
+// ErrorCodes are the codes above, in the specification's order.
+func ErrorCodes() []ErrorCode {
+	return []ErrorCode{CodeEmptyQuestions, CodeBadIntent, CodeBadTimeout, CodeDelegatedCaller, CodeAgentMismatch,
+		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted}
+}
+
+// Known reports whether c is one of the specification's codes.
+func (c ErrorCode) Known() bool {
+	for _, k := range ErrorCodes() {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// CodeOfMessage finds the code that starts a message ("BAD_ANSWER: ...")
+// or a part of it after ": " (`admission webhook "..." denied the request:
+// REPLY_QUEUED: ...`, `spec.timeout: Invalid value: "0s": BAD_TIMEOUT: ...`),
+// and returns it with the rest of the message after it. ok is false when no
+// known code is found.
+func CodeOfMessage(msg string) (code ErrorCode, rest string, ok bool) {
+	for s := msg; ; {
+		name, after, found := strings.Cut(s, ": ")
+		if !found {
+			return "", "", false
+		}
+		if ErrorCode(name).Known() {
+			return ErrorCode(name), after, true
+		}
+		s = after
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
 )
 
 // Subject is the user whose access is checked.
@@ -56,9 +57,10 @@ func Allowed(ctx context.Context, c client.Client, subject Subject, verb, namesp
 
 // ForbiddenAnswer is the message of a FORBIDDEN denial or rejection: user
 // may not answer the questions of agent.
-func ForbiddenAnswer(user, agent string) string {
-	return fmt.Sprintf("%s: user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s (spec.answeredBy)",
-		hitlv1.CodeForbidden, user, agent, hitlv1.VerbAnswer, hitlv1.AgentsResource, hitlv1.GroupVersion.Group, agent)
+func ForbiddenAnswer(user, agent string) *validation.Error {
+	return &validation.Error{Code: hitlv1.CodeForbidden, Field: "spec.answeredBy",
+		Rule: fmt.Sprintf("user %q may not answer the questions of agent %q: it needs RBAC verb %q on %s.%s/%s",
+			user, agent, hitlv1.VerbAnswer, hitlv1.AgentsResource, hitlv1.GroupVersion.Group, agent)}
 }
 
 // ServiceAccountOf splits the username of a ServiceAccount,

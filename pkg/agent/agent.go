@@ -159,7 +159,7 @@ func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (R
 // answeredOrPending is done when the agent's call can return: the question
 // is no longer Open.
 func answeredOrPending(q *hitlv1.UserQuestion) bool {
-	return q.Status.State != "" && q.Status.State != hitlv1.StateOpen
+	return q.LeftOpen()
 }
 
 // abort cancels the question of an ask whose context ended, with a fresh

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -52,7 +51,7 @@ type SettledQuestion struct {
 // (creationTimestamp, then name); settlement order is status.settlement.at,
 // then name. Both timestamps have a resolution of one second.
 func (a *Agent) Projection(ctx context.Context) (View, error) {
-	l, err := a.list(ctx, "")
+	l, err := a.list(ctx)
 	if err != nil {
 		return View{}, err
 	}
@@ -61,44 +60,19 @@ func (a *Agent) Projection(ctx context.Context) (View, error) {
 
 // project folds questions into the two views.
 func project(items []hitlv1.UserQuestion) View {
-	sort.Slice(items, func(i, j int) bool { return askedBefore(&items[i], &items[j]) })
+	active, settled := hitlv1.Views(items)
 	var v View
-	for i := range items {
-		q := &items[i]
-		switch q.Status.State {
-		case "", hitlv1.StateOpen, hitlv1.StateContinued:
-			v.Active = append(v.Active, PendingQuestion{Name: q.Name, CallID: q.CallID(), Questions: q.Spec.Questions, State: stateOf(q)})
-		case hitlv1.StateSettled:
-			s := SettledQuestion{Name: q.Name, CallID: q.CallID(), Answers: q.Status.Answers}
-			if st := q.Status.Settlement; st != nil {
-				s.Late, s.At = st.Late, st.At.Time
-			}
-			v.Settled = append(v.Settled, s)
-		}
+	for i := range active {
+		q := &active[i]
+		v.Active = append(v.Active, PendingQuestion{Name: q.Name, CallID: q.CallID(), Questions: q.Spec.Questions, State: q.State()})
 	}
-	sort.SliceStable(v.Settled, func(i, j int) bool {
-		a, b := v.Settled[i], v.Settled[j]
-		if !a.At.Equal(b.At) {
-			return a.At.Before(b.At)
+	for i := range settled {
+		q := &settled[i]
+		s := SettledQuestion{Name: q.Name, CallID: q.CallID(), Answers: q.Status.Answers}
+		if st := q.Status.Settlement; st != nil {
+			s.Late, s.At = st.Late, st.At.Time
 		}
-		return a.Name < b.Name
-	})
+		v.Settled = append(v.Settled, s)
+	}
 	return v
-}
-
-// askedBefore orders questions by creationTimestamp, then name.
-func askedBefore(a, b *hitlv1.UserQuestion) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
-// stateOf is a question's state, Open for one the controller has not yet
-// looked at.
-func stateOf(q *hitlv1.UserQuestion) hitlv1.QuestionState {
-	if q.Status.State == "" {
-		return hitlv1.StateOpen
-	}
-	return q.Status.State
 }

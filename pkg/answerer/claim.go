@@ -18,10 +18,6 @@ import (
 )
 
 const (
-	// Lease durations outside the range the specification allows are
-	// clamped, as the controller clamps them when it judges liveness.
-	minLeaseSeconds = 5
-	maxLeaseSeconds = 300
 	// releaseTimeout bounds the deletion of a claim. It runs on a fresh
 	// context, because the caller's ending is often why the claim ends.
 	releaseTimeout = 5 * time.Second
@@ -206,7 +202,7 @@ func leaseSeconds(d time.Duration) int32 {
 	if d%time.Second != 0 {
 		s++
 	}
-	return int32(max(minLeaseSeconds, min(maxLeaseSeconds, s)))
+	return hitlv1.ClaimLeaseSeconds(int64(s))
 }
 
 // window returns a question's deadline and the time left in its window at
@@ -216,8 +212,7 @@ func window(q *hitlv1.UserQuestion, now time.Time) (deadline time.Time, remainin
 	if !timed {
 		return time.Time{}, 0
 	}
-	open := q.Status.State == "" || q.Status.State == hitlv1.StateOpen
-	if open && deadline.After(now) {
+	if q.State() == hitlv1.StateOpen && deadline.After(now) {
 		remaining = deadline.Sub(now)
 	}
 	return deadline, remaining

@@ -80,7 +80,7 @@ func (o *listOptions) Run(ctx context.Context) error {
 	if o.state != "" {
 		kept := list.Items[:0]
 		for _, q := range list.Items {
-			if string(q.Status.State) == o.state || (o.state == string(hitlv1.StateOpen) && q.Status.State == "") {
+			if string(q.State()) == o.state {
 				kept = append(kept, q)
 			}
 		}
@@ -94,7 +94,7 @@ func (o *listOptions) Run(ctx context.Context) error {
 }
 
 func writeList(w interface{ Write([]byte) (int, error) }, items []hitlv1.UserQuestion, allNamespaces bool, state string, now time.Time) {
-	active, settled := views(items)
+	active, settled := hitlv1.Views(items)
 	if state == string(hitlv1.StateCancelled) {
 		printTable(w, "CANCELLED", items, allNamespaces, now)
 		return

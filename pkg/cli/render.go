@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,36 +11,6 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
-
-// views splits questions into the two views of the reference's projection:
-// active ones (Open, Continued) in ask order, settled ones in settlement
-// order. Cancelled questions are in neither.
-func views(items []hitlv1.UserQuestion) (active, settled []hitlv1.UserQuestion) {
-	for _, q := range items {
-		switch q.Status.State {
-		case hitlv1.StateSettled:
-			settled = append(settled, q)
-		case hitlv1.StateCancelled:
-		default:
-			active = append(active, q)
-		}
-	}
-	sort.SliceStable(active, func(i, j int) bool {
-		a, b := &active[i], &active[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-	sort.SliceStable(settled, func(i, j int) bool {
-		a, b := settled[i].Status.Settlement, settled[j].Status.Settlement
-		if a == nil || b == nil || a.At.Equal(&b.At) {
-			return settled[i].Namespace+"/"+settled[i].Name < settled[j].Namespace+"/"+settled[j].Name
-		}
-		return a.At.Before(&b.At)
-	})
-	return active, settled
-}
 
 // printTable prints one view as a kubectl-style table.
 func printTable(w io.Writer, title string, items []hitlv1.UserQuestion, allNamespaces bool, now time.Time) {
@@ -70,10 +39,7 @@ func printTable(w io.Writer, title string, items []hitlv1.UserQuestion, allNames
 }
 
 func stateOf(q *hitlv1.UserQuestion) string {
-	s := string(q.Status.State)
-	if s == "" {
-		s = string(hitlv1.StateOpen)
-	}
+	s := string(q.State())
 	if q.Status.QueuedReply != nil {
 		s += " (reply queued)"
 	}

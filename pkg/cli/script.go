@@ -183,7 +183,7 @@ func (o *askOptions) read() (hitlv1.UserQuestionSpec, string, error) {
 
 // decided is true once a question left Open.
 func decided(q *hitlv1.UserQuestion) bool {
-	return q.Status.State != "" && q.Status.State != hitlv1.StateOpen
+	return q.LeftOpen()
 }
 
 type waitOptions struct {

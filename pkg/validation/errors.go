@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
@@ -40,11 +42,20 @@ func newError(code hitlv1.ErrorCode, questionID, field, format string, args ...a
 	return &Error{Code: code, QuestionID: questionID, Field: field, Rule: fmt.Sprintf(format, args...)}
 }
 
-// CodeOf returns the code of the first *Error in err's chain, or "" when there is none.
+// CodeOf returns the code of the first *Error in err's chain; for an error
+// of the API server without one, the code its status carries (in
+// status.details.causes first, else in its message, see FromAPIError); ""
+// when there is none.
 func CodeOf(err error) hitlv1.ErrorCode {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if e := codedStatus(status.Status()); e != nil {
+			return e.Code
+		}
 	}
 	return ""
 }

@@ -18,6 +18,7 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/access"
+	"github.com/hitl-dev/hitl/pkg/validation"
 )
 
 // requestUser returns the authenticated user of the admission request.
@@ -38,8 +39,17 @@ func subject(user authenticationv1.UserInfo) access.Subject {
 	return access.Subject{Username: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra}
 }
 
-// denial is the error a webhook returns for a broken rule: its message
-// starts with the code.
-func denial(code hitlv1.ErrorCode, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", code, fmt.Sprintf(format, args...))
+// replyKind is the kind the reply webhook's denials name.
+var replyKind = hitlv1.GroupVersion.WithKind("QuestionReply").GroupKind()
+
+// denial is the error the reply webhook returns for a broken rule: a
+// status whose message starts with the code and whose cause names the code
+// and the field (validation.Denial).
+func denial(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, field, format string, args ...any) error {
+	return deny(r, &validation.Error{Code: code, Field: field, Rule: fmt.Sprintf(format, args...)})
+}
+
+// deny refuses r for the broken rules errs.
+func deny(r *hitlv1.QuestionReply, errs ...*validation.Error) error {
+	return validation.Denial(replyKind, r.Name, errs...)
 }

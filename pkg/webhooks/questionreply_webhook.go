@@ -75,7 +75,7 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 		return nil, err
 	}
 	if q == nil {
-		return nil, denial(hitlv1.CodeNotAnswerable, "question %s (spec.questionRef.name) does not exist in namespace %s", r.Spec.QuestionRef.Name, r.Namespace)
+		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.name", "question %s does not exist in namespace %s", r.Spec.QuestionRef.Name, r.Namespace)
 	}
 	user, err := requestUser(ctx)
 	if err != nil {
@@ -86,20 +86,24 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 		return nil, apierrors.NewInternalError(err)
 	}
 	if !allowed {
-		return nil, errors.New(access.ForbiddenAnswer(user.Username, q.Spec.Agent))
+		return nil, deny(r, access.ForbiddenAnswer(user.Username, q.Spec.Agent))
 	}
 	if label, set := r.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
-		return nil, denial(hitlv1.CodeAgentMismatch, "label %s=%q (metadata.labels) names another agent than question %s's %q", hitlv1.AgentLabel, label, q.Name, q.Spec.Agent)
+		return nil, denial(r, hitlv1.CodeAgentMismatch, "metadata.labels", "label %s=%q names another agent than question %s's %q", hitlv1.AgentLabel, label, q.Name, q.Spec.Agent)
 	}
 	switch {
 	case q.Status.State.Terminal():
-		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is %s (spec.questionRef.name)", q.Name, q.Status.State)
+		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.name", "question %s is %s", q.Name, q.Status.State)
 	case q.Spec.Cancelled:
-		return nil, denial(hitlv1.CodeNotAnswerable, "question %s is being cancelled (spec.questionRef.name)", q.Name)
+		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.name", "question %s is being cancelled", q.Name)
 	case q.Status.QueuedReply != nil:
-		return nil, denial(hitlv1.CodeReplyQueued, "question %s already has queued reply %s (spec.questionRef.name); withdraw it or wait for the agent to admit it", q.Name, q.Status.QueuedReply.Name)
+		return nil, denial(r, hitlv1.CodeReplyQueued, "spec.questionRef.name", "question %s already has queued reply %s; withdraw it or wait for the agent to admit it", q.Name, q.Status.QueuedReply.Name)
 	}
 	if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+		var broken *validation.Error
+		if errors.As(err, &broken) {
+			return nil, deny(r, broken)
+		}
 		return nil, err
 	}
 	return nil, nil

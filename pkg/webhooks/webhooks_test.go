@@ -1,12 +1,14 @@
 package webhooks_test
 
 import (
+	"errors"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 
@@ -38,6 +41,15 @@ func deniedByWebhook(err error, code hitlv1.ErrorCode, fragment string) {
 	Expect(err).To(HaveOccurred(), "expected a %s denial", code)
 	Expect(err.Error()).To(ContainSubstring(`admission webhook "vquestionreply.hitl.dev" denied the request: ` + string(code) + ": "))
 	Expect(err.Error()).To(ContainSubstring(fragment))
+	// The structure says the same: the code and the field in the cause.
+	var status apierrors.APIStatus
+	Expect(errors.As(err, &status)).To(BeTrue(), "not an API status: %v", err)
+	Expect(status.Status().Details).NotTo(BeNil(), "the denial carries no details: %v", err)
+	causes := status.Status().Details.Causes
+	Expect(causes).To(HaveLen(1), "the denial's causes: %v", causes)
+	Expect(causes[0].Message).To(ContainSubstring(string(code) + ": "))
+	Expect(causes[0].Field).To(MatchRegexp(`^(spec|metadata)\.[a-zA-Z]`), "the cause names no field of the reply")
+	Expect(validation.CodeOf(err)).To(Equal(code))
 }
 
 // deniedByPolicy asserts a denial by the named validating admission policy
@@ -249,7 +261,7 @@ var _ = Describe("Answering", func() {
 		r := Reply("mislabelled", ns, "open").Select("env", "staging").Obj()
 		r.Labels = map[string]string{hitlv1.AgentLabel: "release-bot"}
 		deniedByWebhook(as("alice").Create(ctx, r), hitlv1.CodeAgentMismatch,
-			`label hitl.dev/agent="release-bot" (metadata.labels) names another agent than question open's "bot"`)
+			`label hitl.dev/agent="release-bot" names another agent than question open's "bot" (metadata.labels)`)
 
 		// Without the grant on the labelled agent, the policy refuses it
 		// first.
@@ -278,7 +290,7 @@ var _ = Describe("Answering", func() {
 		deniedByWebhook(as("alice").Create(ctx, Reply("again", ns, "open").Select("env", "prod").Obj()),
 			hitlv1.CodeNotAnswerable, "question open is Settled")
 		deniedByWebhook(as("alice").Create(ctx, Reply("nowhere", ns, "missing").Select("env", "prod").Obj()),
-			hitlv1.CodeNotAnswerable, "question missing (spec.questionRef.name) does not exist")
+			hitlv1.CodeNotAnswerable, "question missing does not exist in namespace "+ns+" (spec.questionRef.name)")
 	})
 
 	It("refuses a second reply while one is queued with REPLY_QUEUED", func() {

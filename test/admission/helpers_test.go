@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/validation"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
@@ -336,4 +337,10 @@ func refusedByWebhook(err error, code hitlv1.ErrorCode, fragments ...string) {
 		Expect(st.Message).To(ContainSubstring(f))
 	}
 	Expect(st.Reason).To(Equal(metav1.StatusReasonForbidden))
+	// Clients read the code and the field from the causes.
+	Expect(st.Details).NotTo(BeNil(), "the denial carries no details")
+	Expect(st.Details.Causes).To(HaveLen(1))
+	Expect(st.Details.Causes[0].Message).To(ContainSubstring("%s: ", code))
+	Expect(st.Details.Causes[0].Field).NotTo(BeEmpty(), "the cause names no field")
+	Expect(validation.CodeOf(err)).To(Equal(code))
 }

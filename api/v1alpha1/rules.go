@@ -1,0 +1,160 @@
+package v1alpha1
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// The small rules of the specification that several components apply. Each
+// lives here, next to the types, once; the controller, the SDKs, the CLI and
+// the MCP server call these instead of restating them.
+
+// OrOpen is the state a reader should act on: a question the controller has
+// not looked at yet (empty state) is Open.
+func (s QuestionState) OrOpen() QuestionState {
+	if s == "" {
+		return StateOpen
+	}
+	return s
+}
+
+// State is the question's state, Open before the controller has recorded
+// one (see QuestionState.OrOpen).
+func (q *UserQuestion) State() QuestionState { return q.Status.State.OrOpen() }
+
+// Active reports whether the question is still waiting for an answer: Open
+// or Continued.
+func (q *UserQuestion) Active() bool { return !q.State().Terminal() }
+
+// LeftOpen reports whether the asking call can return: the question was
+// settled, continued or cancelled.
+func (q *UserQuestion) LeftOpen() bool { return q.State() != StateOpen }
+
+// AskedBefore is ask order: creationTimestamp, then namespace, then name.
+// Creation timestamps have a resolution of one second, so the names decide
+// between the asks of one second.
+func AskedBefore(a, b *UserQuestion) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+// SettledAt is when the question was settled (status.settlement.at), zero
+// when it has not been.
+func (q *UserQuestion) SettledAt() time.Time {
+	if s := q.Status.Settlement; s != nil {
+		return s.At.Time
+	}
+	return time.Time{}
+}
+
+// SettledBefore is settlement order: status.settlement.at (a question
+// without a settlement first), then namespace, then name.
+func SettledBefore(a, b *UserQuestion) bool {
+	if at, bt := a.SettledAt(), b.SettledAt(); !at.Equal(bt) {
+		return at.Before(bt)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+// SortAskOrder sorts questions in ask order (AskedBefore).
+func SortAskOrder(items []UserQuestion) {
+	slices.SortFunc(items, func(a, b UserQuestion) int { return compare(AskedBefore(&a, &b), AskedBefore(&b, &a)) })
+}
+
+// SortSettlementOrder sorts questions in settlement order (SettledBefore).
+func SortSettlementOrder(items []UserQuestion) {
+	slices.SortFunc(items, func(a, b UserQuestion) int { return compare(SettledBefore(&a, &b), SettledBefore(&b, &a)) })
+}
+
+// RepliedBefore is the order in which the controller applies the replies to
+// one question: creationTimestamp, then name.
+func RepliedBefore(a, b *QuestionReply) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// SortReplyOrder sorts replies in the order the controller applies them
+// (RepliedBefore).
+func SortReplyOrder(items []QuestionReply) {
+	slices.SortFunc(items, func(a, b QuestionReply) int { return compare(RepliedBefore(&a, &b), RepliedBefore(&b, &a)) })
+}
+
+func compare(less, greater bool) int {
+	switch {
+	case less:
+		return -1
+	case greater:
+		return 1
+	}
+	return 0
+}
+
+// The range of a claim Lease's spec.leaseDurationSeconds. A claim outside it
+// is judged as if clamped into it.
+const (
+	MinClaimLeaseSeconds = 5
+	MaxClaimLeaseSeconds = 300
+)
+
+// ClaimLeaseSeconds clamps a lease duration in seconds into
+// [MinClaimLeaseSeconds, MaxClaimLeaseSeconds].
+func ClaimLeaseSeconds(s int64) int32 {
+	return int32(max(MinClaimLeaseSeconds, min(MaxClaimLeaseSeconds, s)))
+}
+
+// ClaimLeaseDuration is how long a claim Lease holds the window after each
+// renewal: its leaseDurationSeconds (the shortest allowed when it has none),
+// clamped into the allowed range.
+func ClaimLeaseDuration(leaseDurationSeconds *int32) time.Duration {
+	s := int64(MinClaimLeaseSeconds)
+	if leaseDurationSeconds != nil {
+		s = int64(*leaseDurationSeconds)
+	}
+	return time.Duration(ClaimLeaseSeconds(s)) * time.Second
+}
+
+// MaxMessageLength is the longest message hitl writes where a person reads
+// it: a reply's status.message (the CRD's MaxLength says the same, a test
+// compares them) and an Event's note (the API server's own limit).
+const MaxMessageLength = 1024
+
+// TruncateMessage cuts s to MaxMessageLength bytes without splitting a
+// UTF-8 character.
+func TruncateMessage(s string) string {
+	if len(s) <= MaxMessageLength {
+		return s
+	}
+	s = s[:MaxMessageLength]
+	// Drop a character the cut split, so the result stays valid UTF-8.
+	return strings.ToValidUTF8(s, "")
+}
+
+// Views splits questions into the two views of an agent's projection: the
+// active ones (Open, Continued) in ask order and the settled ones in
+// settlement order. Cancelled questions are in neither. items is not
+// changed.
+func Views(items []UserQuestion) (active, settled []UserQuestion) {
+	for i := range items {
+		switch items[i].State() {
+		case StateSettled:
+			settled = append(settled, items[i])
+		case StateCancelled:
+		default:
+			active = append(active, items[i])
+		}
+	}
+	SortAskOrder(active)
+	SortSettlementOrder(settled)
+	return active, settled
+}
