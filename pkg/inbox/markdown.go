@@ -10,18 +10,22 @@ import (
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
 
 // md renders an agent's markdown (a question's detail, a plan) to HTML that
-// is safe to put in the page: raw HTML in the source is escaped (goldmark
-// without WithUnsafe), links keep only the schemes of safeSchemes and open
+// is safe to put in the page: raw HTML in the source is shown as text
+// (rawAsText; goldmark without WithUnsafe would drop it), links keep only the schemes of safeSchemes and open
 // in a new tab without a referrer, and images become links, so that an
 // agent's text can neither run script nor make the browser load anything.
 var md = goldmark.New(
 	goldmark.WithExtensions(extension.Table, extension.Strikethrough, extension.TaskList),
 	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(linkPolicy{}, 100))),
+	// A lower value than the HTML renderer's 1000 registers later, so that
+	// it replaces that renderer's functions for raw HTML.
+	goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(rawAsText{}, 100))),
 )
 
 // safeSchemes are the link schemes an agent's markdown may use.
@@ -124,4 +128,38 @@ func moveChildren(from, to ast.Node) {
 		to.AppendChild(to, c)
 		c = next
 	}
+}
+
+// rawAsText renders the raw HTML of an agent's markdown as escaped text,
+// so that a person sees what the agent wrote.
+type rawAsText struct{}
+
+func (rawAsText) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
+	reg.Register(ast.KindRawHTML, func(w util.BufWriter, source []byte, n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if entering {
+			segs := n.(*ast.RawHTML).Segments
+			for i := range segs.Len() {
+				seg := segs.At(i)
+				_, _ = w.WriteString(template.HTMLEscapeString(string(seg.Value(source))))
+			}
+		}
+		return ast.WalkSkipChildren, nil
+	})
+	reg.Register(ast.KindHTMLBlock, func(w util.BufWriter, source []byte, n ast.Node, entering bool) (ast.WalkStatus, error) {
+		b := n.(*ast.HTMLBlock)
+		if entering {
+			_, _ = w.WriteString("<p>")
+			lines := b.Lines()
+			for i := range lines.Len() {
+				line := lines.At(i)
+				_, _ = w.WriteString(template.HTMLEscapeString(string(line.Value(source))))
+			}
+			return ast.WalkContinue, nil
+		}
+		if b.HasClosure() {
+			_, _ = w.WriteString(template.HTMLEscapeString(string(b.ClosureLine.Value(source))))
+		}
+		_, _ = w.WriteString("</p>\n")
+		return ast.WalkContinue, nil
+	})
 }

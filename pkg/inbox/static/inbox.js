@@ -226,7 +226,7 @@
     switch (msg.type) {
     case 'reset':
       var keys = new Set();
-      msg.items.forEach(function (it) { keys.add(it.key); upsert(it); });
+      (msg.items || []).forEach(function (it) { keys.add(it.key); upsert(it); });
       Array.from(cards.keys()).forEach(function (k) { if (!keys.has(k)) { remove(k); } });
       setConnection('Live');
       problem('');
@@ -264,7 +264,7 @@
     c.li.querySelector('.card-body').hidden = !yes;
     c.li.classList.toggle('open', yes);
     if (yes) {
-      var first = c.li.querySelector('.card-body input:not([type=hidden]):not([disabled]), .card-body textarea, .card-body [tabindex="0"], .card-body button');
+      var first = c.li.querySelector('form input:not([type=hidden]):not([disabled]), form textarea, form [tabindex="0"], form button');
       if (first) { first.focus(); }
       takeClaim(c);
     } else {
