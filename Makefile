@@ -25,7 +25,7 @@ export GOTOOLCHAIN ?= auto
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
 # Packages of `make test`: everything but the end-to-end and benchmark suites.
-TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench)
+TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench -e /test/browser)
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -66,8 +66,13 @@ model: manifests envtest-assets ## Drive the controller and the model of SPEC §
 	HITL_MODEL_OPS=$(or $(MODEL_OPS),3000) HITL_MODEL_SEED=$(MODEL_SEED) go test ./test/model -run '^TestModel$$' -count=1 -v -timeout 120m
 
 .PHONY: test-e2e
-test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane.
+test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane, then the web inbox in Chromium (test-browser).
 	HITL_BIN=$(LOCALBIN) go test ./test/e2e -count=1 -v -timeout 15m
+	$(MAKE) --no-print-directory test-browser
+
+.PHONY: test-browser
+test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/chromium.sh installs Debian's chromium when missing); SCREENSHOTS=1 rewrites docs/images.
+	CHROMIUM="$$(./hack/chromium.sh)" HITL_SCREENSHOTS=$(SCREENSHOTS) go test ./test/browser -count=1 -v -timeout 10m
 
 .PHONY: bench
 bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes).
@@ -94,10 +99,11 @@ vulncheck: govulncheck vulndb ## Report the known vulnerabilities the code reach
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, kubectl-hitl, hitl-mcp and localcp into bin/.
+build: ## Build the manager, kubectl-hitl, hitl-mcp, hitl-inbox and localcp into bin/.
 	go build -o $(LOCALBIN)/manager ./cmd/manager
 	go build -o $(LOCALBIN)/kubectl-hitl ./cmd/kubectl-hitl
 	go build -o $(LOCALBIN)/hitl-mcp ./cmd/hitl-mcp
+	go build -o $(LOCALBIN)/hitl-inbox ./cmd/hitl-inbox
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
 
 .PHONY: run
