@@ -3,9 +3,22 @@
 # It first tries the envtest release tarball; where that cannot be reached it
 # builds both from Go modules, which always works through the module proxy.
 # Later runs reuse what is already there.
+#
+# With --components DEST NAME..., it builds the named Kubernetes binaries
+# (kube-controller-manager, kube-scheduler, kubelet, kube-proxy) from the same
+# Go modules into DEST instead, each stamped with its version; ones already
+# built at this version are kept.
 set -euo pipefail
 
-dest=${1:-bin/k8s}
+components=()
+if [[ ${1:-} == --components ]]; then
+  shift
+  dest=${1:?--components needs a directory}
+  shift
+  components=("$@")
+fi
+
+dest=${dest:-${1:-bin/k8s}}
 k8s_version=${K8S_VERSION:-v1.37.2}
 staging_version=${STAGING_VERSION:-v0.37.2}
 etcd_version=${ETCD_VERSION:-v3.6.16}
@@ -17,7 +30,7 @@ stamp="$dest/.versions"
 # earlier builds reported v0.0.0-master and are rebuilt.
 want="kube-apiserver=$k8s_version etcd=$etcd_version stamped"
 
-if [[ -x $dest/kube-apiserver && -x $dest/etcd && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+if ((${#components[@]} == 0)) && [[ -x $dest/kube-apiserver && -x $dest/etcd && -f $stamp && $(cat "$stamp") == "$want" ]]; then
   exit 0
 fi
 
@@ -54,10 +67,13 @@ version_ldflags() {
   echo "$flags"
 }
 
-build_apiserver() {
-  local work
+# build_k8s NAME...: builds k8s.io/kubernetes/cmd/NAME for each NAME into $dest
+# in one go build, so what they share is compiled once.
+build_k8s() {
+  local work names=("$@") pkgs=() n
+  for n in "${names[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
   work=$(mktemp -d)
-  log "building kube-apiserver $k8s_version from Go modules (several minutes the first time)"
+  log "building ${names[*]} $k8s_version from Go modules (several minutes the first time)"
   (
     cd "$work"
     go mod init hitl.local/envtest-apiserver >/dev/null 2>&1
@@ -69,15 +85,13 @@ build_apiserver() {
       args+=("-replace=$m=$m@$staging_version")
     done
     go mod edit "${args[@]}"
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
-    GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version" >/dev/null
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="-s $(version_ldflags)" -o "$dest/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    {
+      printf '//go:build tools\n\npackage tools\n\nimport (\n'
+      printf '\t_ "%s"\n' "${pkgs[@]}"
+      printf ')\n'
+    } > tools.go
+    GOFLAGS=-mod=mod go get "${pkgs[@]/%/@$k8s_version}" >/dev/null
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="-s $(version_ldflags)" -o "$dest/" "${pkgs[@]}"
   )
   rm -rf "$work"
 }
@@ -107,9 +121,24 @@ GO
   rm -rf "$work"
 }
 
+if ((${#components[@]} > 0)); then
+  missing=()
+  for n in "${components[@]}"; do
+    if [[ ! -x $dest/$n || $(cat "$dest/.$n.version" 2>/dev/null) != "$k8s_version" ]]; then
+      rm -f "$dest/$n" "$dest/.$n.version"
+      missing+=("$n")
+    fi
+  done
+  ((${#missing[@]} == 0)) && exit 0
+  build_k8s "${missing[@]}"
+  for n in "${missing[@]}"; do echo "$k8s_version" > "$dest/.$n.version"; done
+  log "${missing[*]} ready in $dest"
+  exit 0
+fi
+
 # Other versions (or a half-finished earlier run) are replaced.
 rm -f "$stamp" "$dest/kube-apiserver" "$dest/etcd"
-try_download || build_apiserver
+try_download || build_k8s kube-apiserver
 build_etcd
 "$dest/etcd" --version >/dev/null
 echo "$want" > "$stamp"
