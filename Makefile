@@ -14,6 +14,10 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
 VULNDB_DIR ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 ENVTEST_DIR ?= $(LOCALBIN)/k8s
+# The node binaries of make e2e-cluster, and the helm CLI it installs the chart with.
+NODE_DIR ?= $(LOCALBIN)/k8s-node-$(K8S_VERSION)
+CLUSTER_HELM_VERSION ?= v4.3.2
+CLUSTER_HELM ?= $(LOCALBIN)/helm-$(CLUSTER_HELM_VERSION)
 
 # The go commands of this Makefile build with at least the Go release named by
 # go.mod's toolchain line (one with the security fixes), which the go command
@@ -69,6 +73,18 @@ model: manifests envtest-assets ## Drive the controller and the model of SPEC §
 test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane, then the web inbox in Chromium (test-browser).
 	HITL_BIN=$(LOCALBIN) go test ./test/e2e -count=1 -v -timeout 15m
 	$(MAKE) --no-print-directory test-browser
+
+.PHONY: e2e-cluster
+e2e-cluster: build image release envtest-assets node-assets cluster-helm ## Bring up a real single-node Kubernetes in a network namespace (hack/cluster), install hitl with the Helm chart and with dist/install.yaml, run test/cluster against the Pods, tear it all down (docs/real-node.md).
+	@mkdir -p $(LOCALBIN)/cluster
+	CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(LOCALBIN)/cluster/pause ./hack/cluster/pause
+	CGO_ENABLED=0 go build -trimpath -ldflags=-s -o $(LOCALBIN)/cluster/agent ./test/e2e/agent
+	go run ./hack/image --image hitl.local/pause:1 --out $(LOCALBIN)/cluster/pause.tar $(LOCALBIN)/cluster/pause
+	go run ./hack/image --image hitl.local/e2e-agent:1 --out $(LOCALBIN)/cluster/agent.tar $(LOCALBIN)/cluster/agent
+	go test -c -tags e2ecluster -o $(LOCALBIN)/cluster/cluster.test ./test/cluster
+	NODE_BIN=$(NODE_DIR) ENVTEST_BIN=$(ENVTEST_DIR) HITL_BIN=$(LOCALBIN) HITL_IMAGE_ARCHIVE=$(LOCALBIN)/hitl-image.tar \
+		HITL_HELM=$(CLUSTER_HELM) HITL_HELM_ARGS="--set image.repository=$(firstword $(subst :, ,$(IMG))) --set image.tag=$(lastword $(subst :, ,$(IMG)))" \
+		HITL_INSTALL_YAML=$(shell pwd)/dist/install.yaml ./hack/cluster/e2e.sh
 
 .PHONY: test-browser
 test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/chromium.sh installs Debian's chromium when missing); SCREENSHOTS=1 rewrites docs/images.
@@ -162,6 +178,17 @@ $(VULNDB_DIR)/index/db.json:
 	osv="$$(go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/data/osv"; \
 		go run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns "$$osv" -out $(VULNDB_DIR).tmp
 	mv $(VULNDB_DIR).tmp $(VULNDB_DIR)
+
+.PHONY: node-assets
+node-assets: ## Put kube-controller-manager, kube-scheduler, kubelet and kube-proxy under bin/k8s-node-<version> (built from Go modules).
+	K8S_VERSION=$(K8S_VERSION) ./hack/envtest-assets.sh --components $(NODE_DIR) kube-controller-manager kube-scheduler kubelet kube-proxy
+
+.PHONY: cluster-helm
+cluster-helm: $(CLUSTER_HELM) ## Install the helm CLI that make e2e-cluster installs the chart with into bin/.
+$(CLUSTER_HELM):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN)/helm.tmp go install helm.sh/helm/v4/cmd/helm@$(CLUSTER_HELM_VERSION)
+	mv $(LOCALBIN)/helm.tmp/helm $(CLUSTER_HELM) && rmdir $(LOCALBIN)/helm.tmp
 
 .PHONY: envtest-assets
 envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).
