@@ -205,7 +205,9 @@ func TestClosedCardGivesTheWindowBackAndALateReplyIsQueuedAndWithdrawn(t *testin
 	e.g.Eventually(func() string { return e.text(tab, card("late", "[data-outcome]")) }).Should(ContainSubstring("Withdrawn"))
 	e.g.Eventually(func() *hitlv1.QueuedReply { return e.question("late").Status.QueuedReply }).Should(BeNil())
 	e.g.Expect(e.state("late")()).To(Equal(hitlv1.StateContinued))
-	e.g.Eventually(func() int { return len(eval[[]any](e, tab, `Array.from(document.querySelectorAll('li.item .queued'))`)) }).Should(BeZero())
+	e.g.Eventually(func() int {
+		return len(eval[[]any](e, tab, `Array.from(document.querySelectorAll('li.item .queued'))`))
+	}).Should(BeZero())
 }
 
 func TestAReplyToAQuestionSettledMeanwhileIsNotAnswerableAndTheListRecovers(t *testing.T) {
@@ -232,7 +234,7 @@ func TestAReplyToAQuestionSettledMeanwhileIsNotAnswerableAndTheListRecovers(t *t
 	e.g.Expect(out).To(ContainSubstring("Rejected: NOT_ANSWERABLE"))
 	e.g.Expect(out).To(ContainSubstring("settled (someone answered first)"))
 	e.screenshot(tab, card("race"), "inbox-rejected")
-	e.g.Expect(e.question("race").Status.Settlement.AnsweredBy.Username).To(Equal("bob-" + e.ns), "the question did not change")
+	e.g.Expect(e.question("race").Status.Settlement.AnsweredBy.Username).To(Equal("bob-"+e.ns), "the question did not change")
 
 	// Back online: the list is what the cluster holds.
 	gt.restore()
