@@ -3,7 +3,8 @@
 # hitl's image and the test agent's into its containerd, runs test/cluster
 # (hitl installed with the Helm chart, then with dist/install.yaml, each
 # checked by the same scenarios) inside the cluster's network namespace, and
-# tears everything down, on failure too. The make target builds the inputs.
+# tears everything down, on failure too. The make target builds the inputs;
+# arguments go to the test binary (e.g. -test.run TestCluster/install.yaml).
 #
 # Environment: HITL_IMAGE_ARCHIVE (hitl's image, bin/hitl-image.tar),
 # HITL_HELM (the helm binary), HITL_HELM_ARGS (extra helm install arguments,
@@ -45,5 +46,5 @@ log "images imported in $(secs "$t1")s"
   HITL_ROLES="$root/config/rbac/examples" \
   HITL_RESULTS="$results" \
   HITL_CLUSTER_STATE="$HITL_CLUSTER_STATE" \
-  "$root/bin/cluster/cluster.test" -test.v -test.count=1 -test.timeout 40m
+  "$root/bin/cluster/cluster.test" -test.v -test.count=1 -test.timeout 40m "$@"
 log "passed; figures in $results; $(secs "$t0")s from no cluster to the end of the suite"
