@@ -120,7 +120,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// Every renewal of a claim is observed, to judge its liveness.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()}).
 		Complete(r)
 }
 
@@ -255,6 +255,10 @@ func (r *UserQuestionReconciler) apply(ctx context.Context, q *hitlv1.UserQuesti
 		r.statusWrites.Add(1)
 		err := r.Status().Update(ctx, next)
 		r.statusWrites.Add(-1)
+		if w, ok := r.Recorder.(interface{ Wake() }); ok {
+			// Events held back while status writes were busy may go now.
+			w.Wake()
+		}
 		if err != nil {
 			return fmt.Errorf("writing the question's status: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -24,12 +25,14 @@ func main() {
 	c := manager.DefaultConfig()
 	var (
 		metricsAddr = flag.String("metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+		metricsTLS  = flag.Bool("metrics-secure", false, "serve metrics over HTTPS, each scrape authenticated with a TokenReview and authorized with a SubjectAccessReview (get on the URL /metrics, as the ClusterRole hitl-metrics-reader grants); the shipped Deployment sets it")
+		metricsCert = flag.String("metrics-cert-dir", "", "directory of the metrics server's tls.crt and tls.key with --metrics-secure; empty means a self-signed certificate made at start")
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader so that only one manager reconciles at a time")
 		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease; empty means the manager's own namespace (in a Pod) or the kubeconfig's")
-		leaseFor    = flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
-		renewFor    = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits")
-		retryEvery  = flag.Duration("leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the Lease")
+		leaseFor    = flag.Duration("leader-elect-lease-duration", 10*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
+		renewFor    = flag.Duration("leader-elect-renew-deadline", 7*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits")
+		retryEvery  = flag.Duration("leader-elect-retry-period", 1500*time.Millisecond, "how often candidates try to acquire or renew the Lease")
 		webhookHost = flag.String("webhook-host", "", "address the webhook server listens on; empty means all")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the webhook server")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
@@ -59,9 +62,14 @@ func main() {
 
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	metrics := metricsserver.Options{BindAddress: *metricsAddr}
+	if *metricsTLS {
+		metrics.SecureServing, metrics.CertDir = true, *metricsCert
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  *probeAddr,
 		PprofBindAddress:        *pprofAddr,
 		LeaderElection:          *leaderElect,

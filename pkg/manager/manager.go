@@ -4,12 +4,16 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/controllers"
 	"github.com/hitl-dev/hitl/pkg/webhooks"
 )
@@ -50,6 +54,16 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	events.DeferWhile(func() bool { return r.StatusWritesInFlight() >= max(1, c.Workers/2) })
 	if err := r.SetupWithManager(mgr, c.Workers); err != nil {
 		return fmt.Errorf("setting up the question controller: %w", err)
+	}
+	// A standby replica keeps its cache warm. controller-runtime starts a
+	// kind's informer when a controller first watches it, which for a
+	// leader-elected controller is only once it leads; registered here,
+	// the informers start with the manager, so a replica that takes over
+	// reconciles at once instead of listing everything first.
+	for _, obj := range []client.Object{&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}, &coordinationv1.Lease{}} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("starting the informer of %T: %w", obj, err)
+		}
 	}
 	if c.Webhooks {
 		if err := (&webhooks.QuestionWebhook{}).SetupWithManager(mgr); err != nil {

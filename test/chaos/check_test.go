@@ -1,0 +1,203 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func batch(note string) []hitlv1.AnswerItem {
+	return []hitlv1.AnswerItem{{ID: "go", Selected: []string{"yes"}}, {ID: "note", Custom: note}}
+}
+
+func question(rv string, timeout time.Duration) *hitlv1.UserQuestion {
+	q := &hitlv1.UserQuestion{ObjectMeta: metav1.ObjectMeta{Name: "q1", ResourceVersion: rv}}
+	if timeout > 0 {
+		q.Spec.Timeout = &metav1.Duration{Duration: timeout}
+		q.Status.Deadline = ptr.To(metav1.NewMicroTime(at(timeout.Seconds())))
+	}
+	q.Status.State = hitlv1.StateOpen
+	return q
+}
+
+func settled(q *hitlv1.UserQuestion, rv, reply string, late bool, answers []hitlv1.AnswerItem) *hitlv1.UserQuestion {
+	q = q.DeepCopy()
+	q.ResourceVersion = rv
+	q.Status.State = hitlv1.StateSettled
+	q.Status.Settlement = &hitlv1.Settlement{Reply: reply, Late: late}
+	q.Status.Answers = answers
+	return q
+}
+
+func continuedAt(q *hitlv1.UserQuestion, rv string, when time.Time) *hitlv1.UserQuestion {
+	q = q.DeepCopy()
+	q.ResourceVersion = rv
+	q.Status.State = hitlv1.StateContinued
+	q.Status.ContinuedAt = ptr.To(metav1.NewMicroTime(when))
+	return q
+}
+
+func reply(name, rv string, outcome hitlv1.ReplyOutcome, answers []hitlv1.AnswerItem) *hitlv1.QuestionReply {
+	r := &hitlv1.QuestionReply{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+	r.Spec.QuestionRef.Name = "q1"
+	r.Spec.Answers = answers
+	r.Status.Outcome = outcome
+	return r
+}
+
+func qv(s float64, q *hitlv1.UserQuestion) version[*hitlv1.UserQuestion] {
+	return version[*hitlv1.UserQuestion]{At: at(s), Object: q}
+}
+
+func rv(s float64, r *hitlv1.QuestionReply) version[*hitlv1.QuestionReply] {
+	return version[*hitlv1.QuestionReply]{At: at(s), Object: r}
+}
+
+// servingEvents has one replica leading with its workers from the start.
+var servingEvents = []event{{At: at(-10), Replica: "manager-a", Kind: "start"}, {At: at(-9), Replica: "manager-a", Kind: "acquired"},
+	{At: at(-9), Replica: "manager-a", Kind: "workers"}}
+
+func rules(t *testing.T, h history) []string {
+	t.Helper()
+	if h.end.IsZero() {
+		h.end = at(100)
+	}
+	if h.events == nil {
+		h.events = servingEvents
+	}
+	if h.claims == nil {
+		h.claims = map[string][]version[*coordinationv1.Lease]{}
+	}
+	rep := &report{}
+	check(rep, h)
+	var out []string
+	for _, v := range rep.Violations {
+		out = append(out, v.Rule)
+		t.Logf("%s %s: %s", v.Rule, v.Object, v.Message)
+	}
+	return out
+}
+
+func TestCheckAcceptsAGoodHistory(t *testing.T) {
+	open := question("1", 5*time.Second)
+	h := history{
+		questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(1.2, settled(open, "3", "r1", false, batch("a")))}},
+		replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "2", "", batch("a"))), rv(1.3, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
+		views: clientViews{
+			Asks:    []askView{{Question: "q1", Timed: true, Answers: batch("a")}},
+			Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeApplied, Sent: at(1)}},
+		},
+	}
+	if got := rules(t, h); len(got) != 0 {
+		t.Fatalf("violations in a good history: %v", got)
+	}
+}
+
+func TestCheckFindsBrokenPromises(t *testing.T) {
+	open := question("1", 5*time.Second)
+	blocking := question("1", 0)
+	for _, tc := range []struct {
+		name string
+		h    history
+		want string
+	}{
+		{"settled twice", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a"))),
+				qv(2, settled(blocking, "5", "r2", false, batch("b")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{
+				"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, reply("r2", "6", hitlv1.OutcomeApplied, batch("b")))},
+			},
+		}, "settled-twice"},
+		{"two winners", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{
+				"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, reply("r2", "6", hitlv1.OutcomeApplied, batch("b")))},
+			},
+		}, "two-winners"},
+		{"answers not the reply's batch", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("other")))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
+		}, "settlement"},
+		{"lost reply", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "2", "", batch("a")))}},
+		}, "reply-lost"},
+		{"outcome changed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "2", hitlv1.OutcomeApplied, batch("a"))),
+				rv(2, reply("r1", "3", hitlv1.OutcomeRejected, batch("a")))}},
+		}, "reply-outcome-changed"},
+		{"window closed early", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(4.9, continuedAt(open, "2", at(4.9)))}},
+		}, "early"},
+		{"blocking question continued", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(6, continuedAt(blocking, "2", at(6)))}},
+		}, "continued-without-window"},
+		{"window closed long after its deadline while a leader served", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(11, continuedAt(open, "2", at(11)))}},
+		}, "late"},
+		{"window closed while claimed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(6, continuedAt(open, "2", at(6)))}},
+			claims: map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(4), Object: &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: "9", Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
+				Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(4))), LeaseDurationSeconds: ptr.To[int32](5)},
+			}}}},
+		}, "closed-while-claimed"},
+		{"agent told another answer", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
+			views:     clientViews{Asks: []askView{{Question: "q1", Answers: batch("b")}}},
+		}, "told-other-answer"},
+		{"agent told pending for a question settled in its window", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(open, "3", "r1", false, batch("a")))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
+			views:     clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}}},
+		}, "told-pending-but-settled-in-window"},
+		{"answerer told another outcome", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
+			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeNotAnswerable}}},
+		}, "answerer-told-other-outcome"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rules(t, tc.h); !slices.Contains(got, tc.want) {
+				t.Fatalf("want a %s violation, got %v", tc.want, got)
+			}
+		})
+	}
+}
+
+// A leader that slept past its lease and woke up is deposed from the
+// moment the other replica acquired the lease until it exits; no leader
+// serves between the stop and the takeover.
+func TestLeadershipOfAHungLeader(t *testing.T) {
+	events := []event{
+		{At: at(0), Replica: "a", Kind: "start"}, {At: at(0), Replica: "b", Kind: "start"},
+		{At: at(1), Replica: "a", Kind: "acquired"}, {At: at(1), Replica: "a", Kind: "workers"},
+		{At: at(10), Replica: "a", Kind: "stop"},
+		{At: at(21), Replica: "b", Kind: "acquired"}, {At: at(21.5), Replica: "b", Kind: "workers"},
+		{At: at(25), Replica: "a", Kind: "cont"}, {At: at(27), Replica: "a", Kind: "exit"},
+	}
+	l := leadershipOf(events, at(60))
+	if !l.deposedAt("a", at(26)) || l.deposedAt("a", at(20)) || l.deposedAt("a", at(28)) || l.deposedAt("b", at(26)) {
+		t.Errorf("deposed spans: %v", l.deposed)
+	}
+	if from, ok := l.servingAt(at(15)); !ok || !from.Equal(at(21.5)) {
+		t.Errorf("serving again at %v (%t), want %v", from, ok, at(21.5))
+	}
+	if from, ok := l.servingAt(at(5)); !ok || !from.Equal(at(5)) {
+		t.Errorf("serving at 5s: %v (%t)", from, ok)
+	}
+}
