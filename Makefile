@@ -14,8 +14,9 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
 VULNDB_DIR ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 ENVTEST_DIR ?= $(LOCALBIN)/k8s
-# The node binaries of make e2e-cluster, and the helm CLI it installs the chart with.
-NODE_DIR ?= $(LOCALBIN)/k8s-node-$(K8S_VERSION)
+# The node binaries of make e2e-cluster (beside kube-apiserver, each stamped
+# with its version), and the helm CLI it installs the chart with.
+NODE_DIR ?= $(ENVTEST_DIR)
 CLUSTER_HELM_VERSION ?= v4.3.2
 CLUSTER_HELM ?= $(LOCALBIN)/helm-$(CLUSTER_HELM_VERSION)
 
@@ -70,7 +71,7 @@ model: manifests envtest-assets ## Drive the controller and the model of SPEC §
 	HITL_MODEL_OPS=$(or $(MODEL_OPS),3000) HITL_MODEL_SEED=$(MODEL_SEED) go test ./test/model -run '^TestModel$$' -count=1 -v -timeout 120m
 
 .PHONY: test-e2e
-test-e2e: build envtest-assets ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane, then the web inbox in Chromium (test-browser).
+test-e2e: build envtest-assets controller-manager ## Run the end-to-end suite: the real manager and kubectl hitl against the local control plane, then the web inbox in Chromium (test-browser).
 	HITL_BIN=$(LOCALBIN) go test ./test/e2e -count=1 -v -timeout 15m
 	$(MAKE) --no-print-directory test-browser
 
@@ -151,7 +152,7 @@ release: ## Write dist/: install.yaml (config/default with IMG), kubectl-hitl ar
 	go run ./hack/release --version $(VERSION) --image $(IMG) --out dist
 
 .PHONY: run
-run: build envtest-assets ## Start a local control plane with the CRDs, admission (ADMISSION=policies, feedback or webhooks) and the manager (Ctrl-C stops everything).
+run: build envtest-assets controller-manager ## Start a local control plane with the CRDs, admission (ADMISSION=policies, feedback or webhooks) and the manager (Ctrl-C stops everything).
 	$(LOCALBIN)/localcp --write-kubeconfig $(LOCALBIN)/kubeconfig --manager $(LOCALBIN)/manager --admission $(or $(ADMISSION),policies)
 
 ##@ Dependencies
@@ -180,8 +181,12 @@ $(VULNDB_DIR)/index/db.json:
 	mv $(VULNDB_DIR).tmp $(VULNDB_DIR)
 
 .PHONY: node-assets
-node-assets: ## Put kube-controller-manager, kube-scheduler, kubelet and kube-proxy under bin/k8s-node-<version> (built from Go modules).
+node-assets: ## Put kube-controller-manager, kube-scheduler, kubelet and kube-proxy under bin/k8s (built from Go modules).
 	K8S_VERSION=$(K8S_VERSION) ./hack/envtest-assets.sh --components $(NODE_DIR) kube-controller-manager kube-scheduler kubelet kube-proxy
+
+.PHONY: controller-manager
+controller-manager: ## Put kube-controller-manager under bin/k8s (built from Go modules) for localcp.
+	K8S_VERSION=$(K8S_VERSION) ./hack/envtest-assets.sh --components $(ENVTEST_DIR) kube-controller-manager
 
 .PHONY: cluster-helm
 cluster-helm: $(CLUSTER_HELM) ## Install the helm CLI that make e2e-cluster installs the chart with into bin/.

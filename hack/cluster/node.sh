@@ -18,14 +18,14 @@
 # with cgroup v1 allowed and the cgroupfs driver; containerd's CRI restricts
 # oom_score_adj, since the sandbox has no CAP_SYS_RESOURCE.
 #
-# Environment: NODE_BIN (the Kubernetes binaries, default bin/k8s-node-v1.37.2),
+# Environment: NODE_BIN (the Kubernetes node binaries, default bin/k8s),
 # ENVTEST_BIN (kube-apiserver and etcd, default bin/k8s), HITL_CLUSTER_STATE
 # (default /var/tmp/hitl-e2e-cluster), HITL_CLUSTER_LOGS (default
 # bin/cluster/logs), PAUSE_IMAGE_ARCHIVE (the pause image to import).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-node_bin=${NODE_BIN:-$root/bin/k8s-node-v1.37.2}
+node_bin=${NODE_BIN:-$root/bin/k8s}
 envtest_bin=${ENVTEST_BIN:-$root/bin/k8s}
 state=${HITL_CLUSTER_STATE:-/var/tmp/hitl-e2e-cluster}
 logs=${HITL_CLUSTER_LOGS:-$root/bin/cluster/logs}

@@ -1,5 +1,7 @@
 // Command localcp runs the local control plane for `make run` and the
-// end-to-end suite: envtest's kube-apiserver and etcd with hitl's CRDs and
+// end-to-end suite: envtest's kube-apiserver and etcd, and
+// kube-controller-manager (garbage collection, namespace deletion, aggregated
+// ClusterRoles), with hitl's CRDs and
 // the manager's shipped RBAC installed, an admin kubeconfig at a fixed path
 // for the person at the keyboard, and the manager binary against it as its
 // own ServiceAccount, with a token from the TokenRequest API that localcp
@@ -40,6 +42,8 @@ func main() {
 	users := flag.String("users", "alice", "comma-separated users to write kubeconfigs for (kubeconfig-<user> beside the admin's); they have no permissions until RBAC grants them some")
 	expiration := flag.Duration("manager-token-expiration", 24*time.Hour,
 		"lifetime to request for the manager's ServiceAccount token (at least 10m); localcp renews it when 80% of its real lifetime has passed")
+	kcm := flag.String("kube-controller-manager", controlplane.ControllerManagerBinary(),
+		"kube-controller-manager binary to run against the control plane (garbage collection of owned replies and claims, namespace deletion, aggregated ClusterRoles); empty runs none")
 	admissionMode := flag.String("admission", controlplane.Policies.String(),
 		"how questions and replies are admitted: policies (the default install: admission policies, no webhook), feedback (policies and the optional validating webhook) or webhooks (webhook mode, for clusters without MutatingAdmissionPolicy)")
 	flag.Parse()
@@ -67,13 +71,13 @@ func main() {
 		}
 	}
 
-	if err := run(*kubeconfig, *manager, names, *expiration, mode, flag.Args()); err != nil {
+	if err := run(*kubeconfig, *manager, *kcm, names, *expiration, mode, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "localcp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, manager string, users []string, expiration time.Duration, mode controlplane.Admission, managerArgs []string) error {
+func run(kubeconfig, manager, kcm string, users []string, expiration time.Duration, mode controlplane.Admission, managerArgs []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -101,6 +105,13 @@ func run(kubeconfig, manager string, users []string, expiration time.Duration, m
 	}
 	if err := writeUserKubeconfig(env, envtest.User{Name: "admin", Groups: []string{"system:masters"}}, kubeconfig); err != nil {
 		return err
+	}
+	if kcm != "" {
+		stopKCM, err := controlplane.StartControllerManager(ctx, env, c, kcm, filepath.Join(dir, "kube-controller-manager.log"))
+		if err != nil {
+			return err
+		}
+		defer stopKCM()
 	}
 	var userFiles []string
 	for _, u := range users {
