@@ -640,6 +640,9 @@ type usage struct {
 	at         time.Time
 	cpuNanos   uint64
 	workingSet uint64
+	// rss is the anonymous memory (heap and stacks), without the binary's
+	// pages in the page cache.
+	rss uint64
 }
 
 func managerUsage(t *testing.T, admin *user, pod string) usage {
@@ -686,6 +689,9 @@ func managerUsage(t *testing.T, admin *user, pod string) usage {
 	// pages.
 	u.workingSet = number(read(filepath.Join(mem, "memory.usage_in_bytes")))
 	for _, line := range strings.Split(read(filepath.Join(mem, "memory.stat")), "\n") {
+		if v, ok := strings.CutPrefix(line, "total_rss "); ok {
+			u.rss = number(v)
+		}
 		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
 			if inactive := number(v); inactive < u.workingSet {
 				u.workingSet -= inactive
@@ -709,6 +715,7 @@ func measureFootprint(t *testing.T, admin, alice *user, ns string, figures map[s
 	idle1 := managerUsage(t, admin, leader)
 	figures["idle_cpu_cores"] = cpuCores(idle0, idle1)
 	figures["idle_working_set_mib"] = float64(idle1.workingSet) / (1 << 20)
+	figures["idle_rss_mib"] = float64(idle1.rss) / (1 << 20)
 
 	bot := saUser(t, admin, ns, releaseBot)
 	a := agent.New(bot.c, ns, releaseBot)
@@ -725,7 +732,7 @@ func measureFootprint(t *testing.T, admin, alice *user, ns string, figures map[s
 	}
 	close(next)
 	load0 := managerUsage(t, admin, leader)
-	peak := load0.workingSet
+	peak, peakRSS := load0.workingSet, load0.rss
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -747,7 +754,8 @@ func measureFootprint(t *testing.T, admin, alice *user, ns string, figures map[s
 		case <-finished:
 			sampling = false
 		case <-time.After(time.Second):
-			peak = max(peak, managerUsage(t, admin, leader).workingSet)
+			u := managerUsage(t, admin, leader)
+			peak, peakRSS = max(peak, u.workingSet), max(peakRSS, u.rss)
 		}
 	}
 	elapsed := time.Since(start)
@@ -760,6 +768,7 @@ func measureFootprint(t *testing.T, admin, alice *user, ns string, figures map[s
 	figures["load_settled_per_second"] = float64(questions) / elapsed.Seconds()
 	figures["load_cpu_cores"] = float64(load1.cpuNanos-load0.cpuNanos) / float64(elapsed.Nanoseconds())
 	figures["load_peak_working_set_mib"] = float64(max(peak, load1.workingSet)) / (1 << 20)
+	figures["load_peak_rss_mib"] = float64(max(peakRSS, load1.rss)) / (1 << 20)
 	t.Logf("manager %s: idle %.3f cores, %.0f MiB; %d questions settled in %.1fs (%.1f/s): %.3f cores, peak %.0f MiB",
 		leader, figures["idle_cpu_cores"], figures["idle_working_set_mib"], questions, elapsed.Seconds(),
 		figures["load_settled_per_second"], figures["load_cpu_cores"], figures["load_peak_working_set_mib"])
