@@ -66,6 +66,9 @@ type EventWriter struct {
 	// pending counts, per regarded object, the events queued and not yet
 	// written (or given up on).
 	pending map[types.UID]int
+	// wake is closed, and replaced, when what busy reports may have
+	// changed (Wake): the writers holding events back look again.
+	wake chan struct{}
 }
 
 // Pending reports whether an event about the object with this uid is still
@@ -90,15 +93,56 @@ func (w *EventWriter) track(uid types.UID, delta int) {
 // DeferWhile makes the writer hold events back while busy reports true,
 // each for at most two seconds after it was recorded: through a burst of
 // transitions the status writes, which agents wait for, have the API
-// server, and the events follow. Call it before the writer starts.
+// server, and the events follow. busy is asked again whenever Wake is
+// called (and at the two seconds), never on a timer, so whatever makes it
+// change must call Wake. Call it before the writer starts.
 func (w *EventWriter) DeferWhile(busy func() bool) { w.busy = busy }
+
+// Wake tells the writers holding events back that busy may have changed.
+func (w *EventWriter) Wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.wake)
+	w.wake = make(chan struct{})
+}
+
+// holdBack waits while busy reports true, for at most maxEventDelay after
+// e was recorded, or until ctx ends.
+func (w *EventWriter) holdBack(ctx context.Context, e *eventsv1.Event) {
+	if w.busy == nil {
+		return
+	}
+	left := maxEventDelay - time.Since(e.EventTime.Time)
+	if left <= 0 {
+		return
+	}
+	deadline := time.NewTimer(left)
+	defer deadline.Stop()
+	for {
+		// The channel is taken before busy is asked, so that a Wake
+		// between the two is not missed.
+		w.mu.Lock()
+		wake := w.wake
+		w.mu.Unlock()
+		if !w.busy() {
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
 
 // NewEventWriter returns a writer that reports events as controller,
 // writing with c.
 func NewEventWriter(c client.Client, scheme *runtime.Scheme, controller string, workers, queue int) *EventWriter {
 	host, _ := os.Hostname()
 	return &EventWriter{client: c, scheme: scheme, controller: controller, instance: controller + "-" + host,
-		workers: workers, queue: make(chan *eventsv1.Event, queue), pending: map[types.UID]int{}}
+		workers: workers, queue: make(chan *eventsv1.Event, queue), pending: map[types.UID]int{}, wake: make(chan struct{})}
 }
 
 var _ events.EventRecorder = (*EventWriter)(nil)
@@ -190,9 +234,7 @@ func (w *EventWriter) work(ctx context.Context) {
 
 func (w *EventWriter) write(ctx context.Context, e *eventsv1.Event) {
 	defer w.track(e.Regarding.UID, -1)
-	for w.busy != nil && w.busy() && time.Since(e.EventTime.Time) < maxEventDelay && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	w.holdBack(ctx, e)
 	var err error
 	for attempt := range eventAttempts {
 		if attempt > 0 {

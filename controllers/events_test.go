@@ -79,10 +79,17 @@ func TestEventWriterHoldsEventsBackWhileBusyForAtMostTwoSeconds(t *testing.T) {
 		t.Fatalf("%d events written while busy, want them held back", n)
 	}
 	busy.Store(false)
+	// Nothing polls busy: the writer looks again when it is woken.
+	select {
+	case <-done:
+		t.Fatal("the writer noticed busy change without being woken: it polls")
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.Wake()
 	select {
 	case <-done:
 	case <-time.After(time.Second):
-		t.Fatal("the event was not written once the writer was no longer busy")
+		t.Fatal("the event was not written once the writer was woken and no longer busy")
 	}
 	if n := written(); n != 1 {
 		t.Fatalf("%d events written, want 1", n)

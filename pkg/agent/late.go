@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -37,14 +36,14 @@ type LateReply struct {
 // replies. The first list is made before LateReplies returns, so that an
 // error (e.g. missing RBAC) is returned rather than a closed channel.
 func (a *Agent) LateReplies(ctx context.Context) (<-chan LateReply, error) {
-	f := &follower{a: a}
-	l, err := f.list(ctx)
+	s, err := a.follow(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	out := make(chan LateReply)
 	go func() {
 		defer close(out)
+		defer s.Stop()
 		t := lateTracker{seen: map[string]queued{}}
 		send := func(rs []LateReply) bool {
 			for _, r := range rs {
@@ -56,13 +55,18 @@ func (a *Agent) LateReplies(ctx context.Context) (<-chan LateReply, error) {
 			}
 			return true
 		}
-		if !send(t.sync(l.Items)) {
-			return
+		for _, q := range s.Initial {
+			if !send(t.change(watch.Added, q)) {
+				return
+			}
 		}
-		f.synced = func(items []hitlv1.UserQuestion) (bool, error) { return !send(t.sync(items)), nil }
-		f.changed = func(ev watch.EventType, q *hitlv1.UserQuestion) (bool, error) { return !send(t.change(ev, q)), nil }
-		if err := f.follow(ctx, l.ResourceVersion); err != nil && !errors.Is(err, ctx.Err()) {
-			ctrl.LoggerFrom(ctx).Error(err, "Streaming late replies stopped", "agent", a.name, "namespace", a.namespace)
+		for ev := range s.Events() {
+			if !send(t.change(ev.Type, ev.Question)) {
+				return
+			}
+		}
+		if err := s.Err(); err != nil {
+			ctrl.LoggerFrom(ctx).Error(a.followError(ctx, err), "Streaming late replies stopped", "agent", a.name, "namespace", a.namespace)
 		}
 	}()
 	return out, nil
@@ -80,23 +84,6 @@ type lateTracker struct {
 type queued struct {
 	reply string
 	at    int64 // UnixNano, comparable whatever the time's location
-}
-
-// sync takes a full list: it forgets questions that are gone and returns
-// the replies not yet delivered.
-func (t *lateTracker) sync(items []hitlv1.UserQuestion) []LateReply {
-	listed := make(map[string]bool, len(items))
-	var out []LateReply
-	for i := range items {
-		listed[items[i].Name] = true
-		out = append(out, t.change(watch.Modified, &items[i])...)
-	}
-	for name := range t.seen {
-		if !listed[name] {
-			delete(t.seen, name)
-		}
-	}
-	return out
 }
 
 // change takes one question and returns its queued reply when it is new.

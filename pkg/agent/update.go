@@ -5,6 +5,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -104,21 +105,23 @@ func (a *Agent) withdrawn(ctx context.Context, reply string) (bool, error) {
 // and writes the edit with an Update guarded by the resourceVersion read, so
 // the decision is never applied to a question that moved on. A conflict
 // means it did (e.g. the controller wrote its status): change decides again
-// on a fresh read. The Update's error is returned as the API server sent it.
+// on a fresh read, a bounded number of times with client-go's backoff
+// (retry.DefaultRetry), after which the conflict is returned. The Update's
+// error is returned as the API server sent it.
 func (a *Agent) update(ctx context.Context, name string, change func(*hitlv1.UserQuestion) (bool, error)) (*hitlv1.UserQuestion, error) {
-	for {
-		q, err := a.get(ctx, name)
-		if err != nil {
-			return nil, err
+	var q *hitlv1.UserQuestion
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if q, err = a.get(ctx, name); err != nil {
+			return err
 		}
 		write, err := change(q)
 		if err != nil || !write {
-			return q, err
+			return err
 		}
-		if err := a.c.Update(ctx, q); !apierrors.IsConflict(err) {
-			return q, err
-		}
-	}
+		return a.c.Update(ctx, q)
+	})
+	return q, err
 }
 
 // get reads one of the agent's questions; another agent's question counts

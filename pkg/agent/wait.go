@@ -21,46 +21,30 @@ var questionsResource = hitlv1.GroupVersion.WithResource("userquestions").GroupR
 // apierrors.IsNotFound also recognises); ctx ending gives an error wrapping
 // ctx.Err().
 func (a *Agent) Wait(ctx context.Context, question string, done func(*hitlv1.UserQuestion) bool) (*hitlv1.UserQuestion, error) {
-	var found *hitlv1.UserQuestion
-	check := func(q *hitlv1.UserQuestion) bool {
-		if done(q) {
-			found = q
-		}
-		return found != nil
-	}
-	f := &follower{
-		a:    a,
-		name: question,
-		synced: func(items []hitlv1.UserQuestion) (bool, error) {
-			if len(items) == 0 {
-				return true, a.missing(question)
-			}
-			return check(&items[0]), nil
-		},
-		changed: func(ev watch.EventType, q *hitlv1.UserQuestion) (bool, error) {
-			if ev == watch.Deleted {
-				if check(q) {
-					return true, nil
-				}
-				return true, a.missing(question)
-			}
-			return check(q), nil
-		},
-	}
-	l, err := f.list(ctx)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s, err := a.follow(fctx, question)
 	if err != nil {
 		return nil, err
 	}
-	if stop, err := f.synced(l.Items); stop || err != nil {
-		return found, err
+	if len(s.Initial) == 0 {
+		return nil, a.missing(question)
 	}
-	if err := f.follow(ctx, l.ResourceVersion); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for question %s: %w", question, ctx.Err())
+	if q := s.Initial[0]; done(q) {
+		return q, nil
+	}
+	for ev := range s.Events() {
+		switch {
+		case done(ev.Question):
+			return ev.Question, nil
+		case ev.Type == watch.Deleted:
+			return nil, a.missing(question)
 		}
-		return nil, err
 	}
-	return found, nil
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("waiting for question %s: %w", question, ctx.Err())
+	}
+	return nil, a.followError(ctx, s.Err())
 }
 
 // missing is the NOT_ANSWERABLE error of a question the agent cannot see.

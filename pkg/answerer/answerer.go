@@ -28,9 +28,8 @@ import (
 // safe for concurrent use once its Clock is set.
 type Answerer struct {
 	// Clock is the time source for a claim's Remaining time, its
-	// acquire and renew times and its renewal ticker, and for the pauses
-	// between reconnects. New sets the real clock; tests may replace it
-	// before the Answerer is first used.
+	// acquire and renew times and its renewal ticker. New sets the real
+	// clock; tests may replace it before the Answerer is first used.
 	Clock clock.WithTicker
 
 	client    client.WithWatch

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -153,23 +154,23 @@ func (a *Answerer) reread(ctx context.Context, reply *hitlv1.QuestionReply, err 
 // processed yet, or no longer queued (applied, admitted, rejected) is
 // NOT_ANSWERABLE: deleting it would change nothing. The deletion is
 // guarded by the version judged, so a reply admitted meanwhile is judged
-// again instead.
+// again instead (a bounded number of times, with client-go's
+// retry.DefaultRetry backoff, after which the conflict is returned).
 func (a *Answerer) Withdraw(ctx context.Context, reply string) error {
-	for {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r, err := a.withdrawable(ctx, reply)
 		if err != nil {
 			return err
 		}
 		err = a.client.Delete(ctx, r, client.Preconditions{UID: &r.UID, ResourceVersion: &r.ResourceVersion})
 		switch {
-		case err == nil:
-			return nil
+		case err == nil, apierrors.IsConflict(err):
+			return err // a conflict is judged again
 		case apierrors.IsNotFound(err):
 			return notAnswerable("reply %s no longer exists", reply)
-		case !apierrors.IsConflict(err):
-			return apiError(err, "withdrawing reply %s", reply)
 		}
-	}
+		return apiError(err, "withdrawing reply %s", reply)
+	})
 }
 
 // withdrawable reads a reply and returns it when it is queued and its

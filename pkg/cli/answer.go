@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -22,20 +24,22 @@ type replyOptions struct {
 	target    string // the question's name
 	replyName string
 	dryRun    string
-	output    string
+	output    *outputFlags
 }
 
 func (o *replyOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.replyName, "name", "", "name of the QuestionReply (default: generated)")
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", `"client" prints the reply manifest instead of creating it (for a GitOps repository)`)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format of --dry-run=client or of the created reply: json or yaml")
+	o.output = newOutputFlags("the outcome (yaml with --dry-run=client)", false)
+	o.output.addFlags(cmd)
+	cmd.ValidArgsFunction = o.completeQuestions(answerable)
 }
 
 func (o *replyOptions) validate() error {
 	if o.dryRun != "none" && o.dryRun != "client" {
 		return fmt.Errorf(`--dry-run must be "none" or "client", not %q`, o.dryRun)
 	}
-	return validOutput(o.output, "json", "yaml")
+	return o.output.validate()
 }
 
 // submit checks the batch against the question, then prints the reply
@@ -54,11 +58,10 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 			// A manifest committed to Git needs a fixed name.
 			reply.Name = q.Name + "-" + utilrand.String(5)
 		}
-		format := o.output
-		if format == "" {
-			format = "yaml"
+		if o.output.isHuman() {
+			*o.output.print.OutputFormat = "yaml"
 		}
-		return printObject(o.streams.Out, reply, format)
+		return o.output.printObject(o.streams.Out, reply)
 	}
 	if reply.Name == "" {
 		reply.GenerateName = q.Name + "-"
@@ -67,14 +70,30 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 	if err != nil {
 		return err
 	}
-	return reportOutcome(o.common, out)
+	if o.output.isHuman() {
+		return reportOutcome(o.common, out)
+	}
+	// The created reply, as the API server has it now, goes to stdout in
+	// the -o format; the outcome goes to stderr.
+	if err := reportOutcomeTo(o.streams.ErrOut, out); err != nil {
+		return err
+	}
+	created := &hitlv1.QuestionReply{}
+	if err := o.client.Get(ctx, types.NamespacedName{Namespace: q.Namespace, Name: out.Reply}, created); err != nil {
+		return fmt.Errorf("reading reply %s: %w", out.Reply, err)
+	}
+	return o.output.printObject(o.streams.Out, created)
 }
 
-func reportOutcome(c *common, out answerer.Outcome) error {
+func reportOutcome(c *common, out answerer.Outcome) error { return reportOutcomeTo(c.streams.Out, out) }
+
+// reportOutcomeTo writes a reply's outcome to w; a rejection is an
+// ExitRejected error instead.
+func reportOutcomeTo(w io.Writer, out answerer.Outcome) error {
 	if err := out.Err(); err != nil {
 		return &ExitError{Code: ExitRejected, Err: fmt.Errorf("reply %s was rejected: %w", out.Reply, err)}
 	}
-	fmt.Fprintf(c.streams.Out, "reply %s: %s — %s\n", out.Reply, out.Outcome, out.Message)
+	fmt.Fprintf(w, "reply %s: %s — %s\n", out.Reply, out.Outcome, out.Message)
 	return nil
 }
 

@@ -93,7 +93,7 @@ func TestWriteList(t *testing.T) {
 	early := at(builders.Question("first", "agents").Agent("bot").Ask("q", "Q?").Obj(), t0.Add(-time.Hour))
 	items := []hitlv1.UserQuestion{*settledLate(), *timedOpen(), *continuedQueued(), *early}
 	var out bytes.Buffer
-	writeList(&out, items, true, "", t0.Add(30*time.Second))
+	writeList(&out, items, tableStyle{allNamespaces: true}, "", t0.Add(30*time.Second))
 	golden(t, "list-all.golden", out.String())
 }
 

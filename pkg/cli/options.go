@@ -64,6 +64,9 @@ const (
 )
 
 func (c *common) complete() error {
+	if c.client != nil {
+		return nil // completed already (a shell completion first, or a test)
+	}
 	cfg, err := c.flags.ToRESTConfig()
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
@@ -89,3 +92,14 @@ func scheme() *runtime.Scheme {
 	}
 	return s
 }
+
+// exitCodesHelp is the exit codes' part of `kubectl hitl --help`.
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  an error (the message starts with the specification's code when there
+     is one, e.g. NOT_ANSWERABLE, FORBIDDEN, BAD_ANSWER), or an ask
+     interrupted by Ctrl-C or SIGTERM (ASK_ABORTED)
+  3  ask, wait: the question is pending (Continued: the window closed
+     unanswered)
+  4  ask, wait: the question was cancelled
+  5  answer, approve, deny, inbox: the reply was rejected`

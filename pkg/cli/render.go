@@ -12,30 +12,71 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
+// tableStyle says which columns a question table has.
+type tableStyle struct {
+	// allNamespaces adds NAMESPACE first.
+	allNamespaces bool
+	// wide adds CALL ID, CLAIMED BY and DEADLINE.
+	wide bool
+}
+
 // printTable prints one view as a kubectl-style table.
-func printTable(w io.Writer, title string, items []hitlv1.UserQuestion, allNamespaces bool, now time.Time) {
+func printTable(w io.Writer, title string, items []hitlv1.UserQuestion, style tableStyle, now time.Time) {
 	fmt.Fprintf(w, "%s (%d)\n", title, len(items))
 	if len(items) == 0 {
 		fmt.Fprintln(w)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	head := "NAME\tAGENT\tSTATE\tQUESTIONS\tLEFT\tANSWERED BY\tAGE"
-	if allNamespaces {
-		head = "NAMESPACE\t" + head
-	}
-	fmt.Fprintln(tw, head)
+	fmt.Fprintln(tw, style.header())
 	for i := range items {
-		q := &items[i]
-		row := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", q.Name, q.Spec.Agent, stateOf(q), len(q.Spec.Questions),
-			timeLeft(q, now), answeredBy(q), duration.HumanDuration(now.Sub(q.CreationTimestamp.Time)))
-		if allNamespaces {
-			row = q.Namespace + "\t" + row
-		}
-		fmt.Fprintln(tw, row)
+		fmt.Fprintln(tw, style.row(&items[i], now))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
+}
+
+func (s tableStyle) header() string {
+	head := "NAME\tAGENT\tSTATE\tQUESTIONS\tLEFT\tANSWERED BY\tAGE"
+	if s.wide {
+		head += "\tCALL ID\tCLAIMED BY\tDEADLINE"
+	}
+	if s.allNamespaces {
+		head = "NAMESPACE\t" + head
+	}
+	return head
+}
+
+func (s tableStyle) row(q *hitlv1.UserQuestion, now time.Time) string {
+	row := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", q.Name, q.Spec.Agent, stateOf(q), len(q.Spec.Questions),
+		timeLeft(q, now), answeredBy(q), duration.HumanDuration(now.Sub(q.CreationTimestamp.Time)))
+	if s.wide {
+		row += fmt.Sprintf("\t%s\t%s\t%s", q.CallID(), claimedBy(q), deadline(q))
+	}
+	if s.allNamespaces {
+		row = q.Namespace + "\t" + row
+	}
+	return row
+}
+
+// claimedBy lists the holders of the live claims, "-" for none.
+func claimedBy(q *hitlv1.UserQuestion) string {
+	if len(q.Status.Claims) == 0 {
+		return "-"
+	}
+	holders := make([]string, 0, len(q.Status.Claims))
+	for _, c := range q.Status.Claims {
+		holders = append(holders, c.Holder)
+	}
+	return strings.Join(holders, ",")
+}
+
+// deadline is the end of the window, "-" for a blocking question.
+func deadline(q *hitlv1.UserQuestion) string {
+	if d, ok := q.Deadline(); ok {
+		return d.UTC().Format(time.RFC3339)
+	}
+	return "-"
 }
 
 func stateOf(q *hitlv1.UserQuestion) string {

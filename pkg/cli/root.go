@@ -15,11 +15,20 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		cfg.QPS, cfg.Burst = c.qps, c.burst
 		return cfg
 	}
+	return newRootCommand(c)
+}
+
+// newRootCommand builds the commands around c; a test may give a c whose
+// client is already made.
+func newRootCommand(c *common) *cobra.Command {
+	flags := c.flags
 	root := &cobra.Command{
 		Use:   "kubectl-hitl",
 		Short: "Ask people questions from agents, and answer them, through the Kubernetes API",
 		Long: `kubectl hitl lists, shows and answers the UserQuestions that agents ask,
-runs an interactive inbox for answerers, and lets shell-script agents ask and wait.`,
+runs an interactive inbox for answerers, and lets shell-script agents ask and wait.
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -31,5 +40,8 @@ runs an interactive inbox for answerers, and lets shell-script agents ask and wa
 		newAdmitCommand(c), newWithdrawCommand(c),
 		newMCPCommand(c),
 	)
+	root.SetOut(c.streams.Out)
+	root.SetErr(c.streams.ErrOut)
+	addCompletion(root)
 	return root
 }

@@ -200,7 +200,8 @@ func newWaitCommand(c *common) *cobra.Command {
 		Example: `  kubectl hitl wait deploy-target                 # until Settled; prints the answers
   kubectl hitl wait lunch-order --for=queued      # until a late reply is queued; prints it
   kubectl hitl wait lunch-order --for=decided     # until Settled or Continued (exit 3 when pending)`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeQuestions(anyQuestion),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
 			return run(cmd.Context(), o)
@@ -251,10 +252,11 @@ type admitOptions struct {
 func newAdmitCommand(c *common) *cobra.Command {
 	o := &admitOptions{common: c}
 	cmd := &cobra.Command{
-		Use:     "admit NAME",
-		Short:   "Admit the queued late reply of a Continued question (for script agents); prints the answers",
-		Example: `  kubectl hitl admit lunch-order`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "admit NAME",
+		Short:             "Admit the queued late reply of a Continued question (for script agents); prints the answers",
+		Example:           `  kubectl hitl admit lunch-order`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeQuestions(withQueuedReply),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
 			return run(cmd.Context(), o)
@@ -294,10 +296,11 @@ type withdrawOptions struct {
 func newWithdrawCommand(c *common) *cobra.Command {
 	o := &withdrawOptions{common: c}
 	return &cobra.Command{
-		Use:     "withdraw REPLY",
-		Short:   "Withdraw a queued reply before the agent admits it",
-		Example: `  kubectl hitl withdraw lunch-alice`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "withdraw REPLY",
+		Short:             "Withdraw a queued reply before the agent admits it",
+		Example:           `  kubectl hitl withdraw lunch-alice`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeQueuedReplies,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.reply = args[0]
 			return run(cmd.Context(), o)

@@ -14,35 +14,37 @@ import (
 type showOptions struct {
 	*common
 	name   string
-	output string
+	output *outputFlags
 }
 
 func newShowCommand(c *common) *cobra.Command {
-	o := &showOptions{common: c}
+	o := &showOptions{common: c, output: newOutputFlags("the card", false)}
 	cmd := &cobra.Command{
-		Use:     "show NAME",
-		Short:   "Show a question as a card: its questions, options, window, claims, queued reply and answers",
-		Example: `  kubectl hitl show deploy-target`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "show NAME",
+		Short: "Show a question as a card: its questions, options, window, claims, queued reply and answers",
+		Example: `  kubectl hitl show deploy-target
+  kubectl hitl show deploy-target -o jsonpath='{.status.state}'`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeQuestions(anyQuestion),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
 			return run(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
+	o.output.addFlags(cmd)
 	return cmd
 }
 
 func (o *showOptions) Complete() error { return o.complete() }
-func (o *showOptions) Validate() error { return validOutput(o.output, "json", "yaml") }
+func (o *showOptions) Validate() error { return o.output.validate() }
 
 func (o *showOptions) Run(ctx context.Context) error {
 	q, err := o.question(ctx, o.name)
 	if err != nil {
 		return err
 	}
-	if o.output != "" {
-		return printObject(o.streams.Out, q, o.output)
+	if !o.output.isHuman() {
+		return o.output.printObject(o.streams.Out, q)
 	}
 	printCard(o.streams.Out, q, time.Now())
 	return nil
