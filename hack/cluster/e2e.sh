@@ -31,6 +31,9 @@ done
 trap '"$root/hack/cluster/node.sh" down' EXIT
 "$root/hack/cluster/node.sh" up
 log "node up in $(secs "$t0")s"
+sleep 20
+log "the idle node's processes, 20 s after it came up:"
+"$root/hack/cluster/node.sh" footprint >&2
 
 t1=$(date +%s%N)
 for a in "$image_archive" "$agent_archive"; do

@@ -6,6 +6,7 @@
 #
 #   hack/cluster/node.sh up     start it; prints the admin kubeconfig's path
 #   hack/cluster/node.sh down   stop it and remove everything it made
+#   hack/cluster/node.sh footprint    the resident memory of its processes
 #   hack/cluster/node.sh exec CMD...  run CMD inside the cluster's network
 #
 # The whole cluster lives in a network namespace this script creates, with no
@@ -426,9 +427,22 @@ down() {
   log "down: processes stopped, mounts, network namespaces, cgroups and state removed"
 }
 
+# footprint: the resident memory of each process of the cluster.
+footprint() {
+  local n pid total=0 kb
+  for n in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+    pid=$(cat "$state/pids/$n" 2>/dev/null) || continue
+    kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
+    total=$((total + kb))
+    printf '%-24s %6d MiB\n' "$n" $((kb / 1024))
+  done
+  printf '%-24s %6d MiB\n' total $((total / 1024))
+}
+
 case ${1:-} in
   up) up ;;
+  footprint) footprint ;;
   down) down ;;
   exec) shift; exec "${ns_exec[@]}" "$@" ;;
-  *) echo "usage: $0 up|down|exec CMD..." >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|footprint|exec CMD..." >&2; exit 2 ;;
 esac
