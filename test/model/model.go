@@ -26,6 +26,9 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
@@ -142,14 +145,16 @@ func (m *Model) SlotOf(t time.Time) int {
 // Down reports whether the manager is stopped.
 func (m *Model) Down() bool { return m.down }
 
-// WindowStart is where a timed question's window starts (SPEC §6): the
-// precise asked-at time when it lies within [creationTimestamp,
-// creationTimestamp + 1 s), and creationTimestamp otherwise.
+// WindowStart is where a timed question's window starts (SPEC §6), by the
+// API's own rule (UserQuestion.WindowStart): the precise asked-at time when
+// it lies within [creationTimestamp, creationTimestamp + 1 s), and
+// creationTimestamp otherwise.
 func WindowStart(created time.Time, askedAt *time.Time) time.Time {
-	if askedAt != nil && !askedAt.Before(created) && askedAt.Before(created.Add(time.Second)) {
-		return *askedAt
+	q := &hitlv1.UserQuestion{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+	if askedAt != nil {
+		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(*askedAt))
 	}
-	return created
+	return q.WindowStart()
 }
 
 // Ask describes a created UserQuestion.
