@@ -270,6 +270,7 @@ func (k *cluster) restartAPIServer(ctx context.Context, down time.Duration) erro
 	}
 	cmd := exec.Command(k.apiArgs[0], k.apiArgs[1:]...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = k.apiEnv, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err

@@ -23,7 +23,7 @@ type faults struct {
 
 // leaseDuration is the manager's default --leader-elect-lease-duration: a
 // hung leader is stopped for longer than this.
-const leaseDuration = 10 * time.Second
+const leaseDuration = 8 * time.Second
 
 func (f *faults) run(ctx context.Context, end time.Time) {
 	f.Count = map[string]int{}
@@ -40,6 +40,11 @@ func (f *faults) run(ctx context.Context, end time.Time) {
 		case <-time.After(time.Until(next)):
 		}
 		kind := f.pick()
+		if kind != "restart-apiserver" && kind != "kill-both" {
+			// A fault on the leader needs one: after the last fault, wait
+			// for the next leader (this also spaces the faults out).
+			_ = f.reps.waitForLeader(ctx, 60*time.Second)
+		}
 		if l := f.reps.leader(); l != nil {
 			f.tl.add(l.name, "fault", kind)
 		} else {

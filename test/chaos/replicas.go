@@ -153,6 +153,8 @@ func (r *replica) runOnce() error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(r.bin, r.args...)
+	// The replica dies with the harness, however the harness ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
