@@ -73,7 +73,7 @@ func TestOverlaysFollowTheirNamespaceAndPrefix(t *testing.T) {
 // strict decoding to say so: a check that finds nothing is no check.
 func TestChecksFindBrokenReferences(t *testing.T) {
 	rendered := map[string][][]byte{}
-	for _, overlay := range []string{"default", "webhook-feedback", "webhook-mode"} {
+	for _, overlay := range []string{"default", "webhook-feedback", "webhook-mode", "prometheus"} {
 		rendered[overlay] = render(t, filepath.Join(configDir, overlay))
 		set := decodeAll(t, rendered[overlay])
 		if found := append(set.problems(true), overlayProblems(overlay, set)...); len(found) > 0 {
@@ -204,12 +204,26 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		{"Service selecting nothing", feedback, "Service", "", func(o map[string]any) {
 			at(o, "spec", "selector")["app.kubernetes.io/component"] = "webhook"
 		}, "selects no Deployment's pods"},
-		{"Service sending to a port the pods lack", mode, "Service", "", func(o map[string]any) {
+		{"Service sending to a port the pods lack", mode, "Service", "hitl-webhook-service", func(o map[string]any) {
 			item(at(o, "spec"), "ports", 0)["targetPort"] = int64(9444)
 		}, "port 443 targets 9444"},
 		{"a misspelt cert-manager field", feedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec")["dnsName"] = "x"
 		}, `unknown field "dnsName"`},
+
+		// Metrics.
+		{"metrics Service sending to a port the pods lack", dflt, "Service", "hitl-controller-manager-metrics-service", func(o map[string]any) {
+			item(at(o, "spec"), "ports", 0)["targetPort"] = "metrics"
+		}, "port 8443 targets metrics"},
+		{"ServiceMonitor scraping a port the Service lacks", "prometheus", "ServiceMonitor", "", func(o map[string]any) {
+			item(at(o, "spec"), "endpoints", 0)["port"] = "metrics"
+		}, `endpoint port "metrics" is no port of a Service it selects`},
+		{"ServiceMonitor scraping plain HTTP", "prometheus", "ServiceMonitor", "", func(o map[string]any) {
+			item(at(o, "spec"), "endpoints", 0)["scheme"] = "http"
+		}, "scrapes without HTTPS and a token"},
+		{"a misspelt ServiceMonitor field", "prometheus", "ServiceMonitor", "", func(o map[string]any) {
+			at(o, "spec")["endpoint"] = []any{}
+		}, `unknown field "endpoint"`},
 
 		// RBAC, the manager, the namespace.
 		{"ServiceAccount without the prefix", dflt, "Deployment", "", func(o map[string]any) {

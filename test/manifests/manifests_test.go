@@ -142,6 +142,40 @@ func TestDefaultOverlayIsComplete(t *testing.T) {
 			t.Errorf("%s: no PodDisruptionBudget selects its pods", o)
 		}
 	}
+	// Metrics: the manager serves them over HTTPS with authentication and
+	// authorization (--metrics-secure), may review tokens and access for
+	// that, a Service exposes them, and a reader role is there to bind.
+	for _, o := range set.byKind["Deployment"] {
+		args := o.typed.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+		if !slices.Contains(args, "--metrics-secure") || slices.Contains(args, "--metrics-bind-address=0") {
+			t.Errorf("%s: the manager's metrics are not served securely (args %v)", o, args)
+		}
+	}
+	if set.get("Service", "hitl-system", "hitl-controller-manager-metrics-service") == nil {
+		t.Error("config/default has no metrics Service")
+	}
+	if r := set.get("ClusterRole", "", "hitl-metrics-reader"); r == nil || !slices.ContainsFunc(r.typed.(*rbacv1.ClusterRole).Rules, func(p rbacv1.PolicyRule) bool {
+		return slices.Contains(p.NonResourceURLs, "/metrics") && slices.Contains(p.Verbs, "get")
+	}) {
+		t.Error("config/default has no ClusterRole hitl-metrics-reader granting get on /metrics")
+	}
+	for _, need := range []struct{ group, resource string }{{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}} {
+		granted := false
+		for _, b := range set.byKind["ClusterRoleBinding"] {
+			crb := b.typed.(*rbacv1.ClusterRoleBinding)
+			if !slices.ContainsFunc(crb.Subjects, func(s rbacv1.Subject) bool { return s.Name == "hitl-controller-manager" }) {
+				continue
+			}
+			if r := set.get("ClusterRole", "", crb.RoleRef.Name); r != nil {
+				granted = granted || slices.ContainsFunc(r.typed.(*rbacv1.ClusterRole).Rules, func(p rbacv1.PolicyRule) bool {
+					return slices.Contains(p.APIGroups, need.group) && slices.Contains(p.Resources, need.resource) && slices.Contains(p.Verbs, "create")
+				})
+			}
+		}
+		if !granted {
+			t.Errorf("the manager may not create %s: it cannot check who scrapes its metrics", need.resource)
+		}
+	}
 	// Its references are TestEveryKustomizationRendersConsistently's part,
 	// its webhooks (none) and its manager's flags
 	// TestOverlaysFailOpenButInWebhookMode's.
@@ -385,6 +419,8 @@ func decode(docs [][]byte) (*objectSet, []error) {
 		switch {
 		case strings.HasPrefix(o.APIVersion, "cert-manager.io/"):
 			err = decodeCertManager(o, data)
+		case strings.HasPrefix(o.APIVersion, "monitoring.coreos.com/"):
+			err = decodeServiceMonitor(o, data)
 		case strings.HasPrefix(o.APIVersion, admissionv1.GroupName+"/") && o.APIVersion != admissionv1.SchemeGroupVersion.String():
 			// The checks read admission objects as the typed structs of
 			// admissionregistration.k8s.io/v1, which has them all.
@@ -400,6 +436,39 @@ func decode(docs [][]byte) (*objectSet, []error) {
 		set.byKind[o.Kind] = append(set.byKind[o.Kind], o)
 	}
 	return set, errs
+}
+
+// serviceMonitor is the Prometheus Operator's ServiceMonitor, with the
+// fields hitl's manifests use.
+type serviceMonitor struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   certManagerMeta `json:"metadata"`
+	Spec       struct {
+		Endpoints []struct {
+			Path            string `json:"path"`
+			Port            string `json:"port"`
+			Scheme          string `json:"scheme"`
+			Interval        string `json:"interval,omitempty"`
+			BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+			TLSConfig       *struct {
+				InsecureSkipVerify bool `json:"insecureSkipVerify"`
+			} `json:"tlsConfig,omitempty"`
+		} `json:"endpoints"`
+		Selector metav1.LabelSelector `json:"selector"`
+	} `json:"spec"`
+}
+
+func decodeServiceMonitor(o *object, data []byte) error {
+	if o.APIVersion != "monitoring.coreos.com/v1" || o.Kind != "ServiceMonitor" {
+		return fmt.Errorf("unknown kind %s %s", o.APIVersion, o.Kind)
+	}
+	var m serviceMonitor
+	if err := yaml.UnmarshalStrict(data, &m); err != nil {
+		return err
+	}
+	o.typed = &m
+	return nil
 }
 
 func decodeCertManager(o *object, data []byte) error {
@@ -568,6 +637,34 @@ func (s *objectSet) problems(complete bool) []string {
 			errorf("%s: %v", o, err)
 		} else if !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
 			errorf("%s: spec.selector does not select its own pod template", o)
+		}
+	}
+
+	// A ServiceMonitor selects a Service of its namespace by a port it has,
+	// and scrapes HTTPS with a token (the manager's metrics need both).
+	for _, o := range s.byKind["ServiceMonitor"] {
+		m := o.typed.(*serviceMonitor)
+		sel, err := metav1.LabelSelectorAsSelector(&m.Spec.Selector)
+		if err != nil {
+			errorf("%s: %v", o, err)
+			continue
+		}
+		for _, e := range m.Spec.Endpoints {
+			found := false
+			for _, svc := range s.byKind["Service"] {
+				if svc.Namespace != o.Namespace || !sel.Matches(labels.Set(svc.Labels)) {
+					continue
+				}
+				for _, p := range svc.typed.(*corev1.Service).Spec.Ports {
+					found = found || p.Name == e.Port
+				}
+			}
+			if !found && (complete || len(s.byKind["Service"]) > 0) {
+				errorf("%s: endpoint port %q is no port of a Service it selects", o, e.Port)
+			}
+			if e.Scheme != "https" || e.BearerTokenFile == "" {
+				errorf("%s: endpoint port %q scrapes without HTTPS and a token, which the manager's metrics refuse", o, e.Port)
+			}
 		}
 	}
 
