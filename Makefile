@@ -107,11 +107,11 @@ fuzz: ## Fuzz the answer-batch and ask validators, the CLI's answer parsing and 
 	done
 
 .PHONY: verify
-verify: manifests generate chart ## Fail when regeneration or go mod tidy changes the tree.
+verify: manifests generate chart apidocs ## Fail when regeneration or go mod tidy changes the tree.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- api config charts go.mod go.sum)" ]; then \
-		echo "verify: generated files or go.mod are out of date:"; git status --porcelain -- api config charts go.mod go.sum; \
-		git --no-pager diff -- api config charts go.mod go.sum | head -50; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api config charts docs/api go.mod go.sum)" ]; then \
+		echo "verify: generated files or go.mod are out of date:"; git status --porcelain -- api config charts docs/api go.mod go.sum; \
+		git --no-pager diff -- api config charts docs/api go.mod go.sum | head -50; exit 1; fi
 
 .PHONY: vulncheck
 vulncheck: govulncheck vulndb ## Report the known vulnerabilities the code reaches, offline, from the pinned database.
@@ -146,6 +146,10 @@ image: ## Build hitl's container image (manager, hitl-mcp, hitl-inbox) without D
 	done
 	go run ./hack/image --image $(IMG) --arch $(ARCH) --revision "$$(git rev-parse HEAD 2>/dev/null)" \
 		--out $(LOCALBIN)/hitl-image.tar $(LOCALBIN)/image/linux-$(ARCH)/manager $(LOCALBIN)/image/linux-$(ARCH)/hitl-mcp $(LOCALBIN)/image/linux-$(ARCH)/hitl-inbox
+
+.PHONY: apidocs
+apidocs: ## Regenerate the API reference docs/api/reference.md from the CRDs.
+	go run ./hack/apidocs
 
 .PHONY: chart
 chart: ## Regenerate the parts of charts/hitl that config/ says (CRDs, RBAC, admission policies, MCP server).
