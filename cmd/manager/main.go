@@ -11,6 +11,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -36,6 +37,8 @@ func main() {
 		webhookHost = flag.String("webhook-host", "", "address the webhook server listens on; empty means all")
 		webhookPort = flag.Int("webhook-port", 9443, "port of the webhook server")
 		certDir     = flag.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook server's tls.crt and tls.key")
+		certSecret  = flag.String("webhook-cert-secret", "", "with --enable-webhooks: provision and rotate the webhook certificate in this Secret (no cert-manager), write it to --webhook-cert-dir and inject its CA into the webhook configurations labelled "+manager.InjectCALabel+"=<this name>; empty means the certificate is mounted there")
+		certNS      = flag.String("webhook-cert-namespace", "", "namespace of --webhook-cert-secret; empty means the Pod's")
 		qps         = flag.Float64("kube-api-qps", 500, "client-side limit of API requests per second (controller-runtime's default of 20 caps settlement throughput)")
 		burst       = flag.Int("kube-api-burst", 1000, "client-side burst of API requests")
 		pprofAddr   = flag.String("pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
@@ -92,9 +95,24 @@ func main() {
 		log.Error(err, "Unable to set up the manager")
 		os.Exit(1)
 	}
+	ctx := ctrl.SetupSignalHandler()
+	if c.Webhooks && *certSecret != "" {
+		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err == nil {
+			var certs *manager.WebhookCerts
+			certs, err = manager.ProvisionWebhookCerts(ctrl.LoggerInto(ctx, log), direct, *certNS, *certSecret, *certDir, 2*time.Minute)
+			if err == nil {
+				err = mgr.Add(certs)
+			}
+		}
+		if err != nil {
+			log.Error(err, "Unable to provision the webhook certificate")
+			os.Exit(1)
+		}
+	}
 
 	log.Info("Starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped")
 		os.Exit(1)
 	}

@@ -20,6 +20,8 @@ func TestOverlaysFollowTheirNamespaceAndPrefix(t *testing.T) {
 		{"default", "default"},
 		{"webhook-feedback", "with-webhooks"},
 		{"webhook-mode", "with-webhooks"},
+		{"webhook-feedback-certmanager", "with-webhooks-certmanager"},
+		{"webhook-mode-certmanager", "with-webhooks-certmanager"},
 	} {
 		t.Run(c.overlay, func(t *testing.T) {
 			root := copyConfig(t)
@@ -57,6 +59,15 @@ func TestOverlaysFollowTheirNamespaceAndPrefix(t *testing.T) {
 			if c.overlay == "default" {
 				return
 			}
+			if !strings.HasSuffix(c.overlay, "-certmanager") {
+				// The manager's own certificate: its Secret is not renamed
+				// (the flag and the label name it alike), the webhook
+				// configurations are.
+				if set.get("ValidatingWebhookConfiguration", "", "qa-hitl-validating-webhook-configuration") == nil {
+					t.Error("no ValidatingWebhookConfiguration qa-hitl-validating-webhook-configuration")
+				}
+				return
+			}
 			cert := set.get("Certificate", "team-a", "qa-hitl-serving-cert")
 			if cert == nil {
 				t.Fatal("no Certificate team-a/qa-hitl-serving-cert")
@@ -73,7 +84,7 @@ func TestOverlaysFollowTheirNamespaceAndPrefix(t *testing.T) {
 // strict decoding to say so: a check that finds nothing is no check.
 func TestChecksFindBrokenReferences(t *testing.T) {
 	rendered := map[string][][]byte{}
-	for _, overlay := range []string{"default", "webhook-feedback", "webhook-mode", "prometheus"} {
+	for _, overlay := range []string{"default", "webhook-feedback", "webhook-mode", "prometheus", "webhook-feedback-certmanager", "webhook-mode-certmanager"} {
 		rendered[overlay] = render(t, filepath.Join(configDir, overlay))
 		set := decodeAll(t, rendered[overlay])
 		if found := append(set.problems(true), overlayProblems(overlay, set)...); len(found) > 0 {
@@ -81,9 +92,11 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		}
 	}
 	const (
-		dflt     = "default"
-		feedback = "webhook-feedback"
-		mode     = "webhook-mode"
+		dflt       = "default"
+		feedback   = "webhook-feedback"
+		mode       = "webhook-mode"
+		cmFeedback = "webhook-feedback-certmanager"
+		cmMode     = "webhook-mode-certmanager"
 	)
 	cases := []struct {
 		name, overlay, kind string
@@ -177,19 +190,19 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		}, "does not run with --enable-webhooks, but the overlay has webhooks"},
 
 		// cert-manager and the webhook Service.
-		{"issuerRef without the prefix (issue 13)", feedback, "Certificate", "", func(o map[string]any) {
+		{"issuerRef without the prefix (issue 13)", cmFeedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec", "issuerRef")["name"] = "selfsigned-issuer"
 		}, "spec.issuerRef names Issuer hitl-system/selfsigned-issuer"},
-		{"inject-ca-from without the prefix", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+		{"inject-ca-from without the prefix", cmFeedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
 			at(o, "metadata", "annotations")[injectCAFrom] = "hitl-system/serving-cert"
 		}, "names Certificate hitl-system/serving-cert"},
-		{"inject-ca-from in another namespace", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
+		{"inject-ca-from in another namespace", cmMode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
 			at(o, "metadata", "annotations")[injectCAFrom] = "system/hitl-serving-cert"
 		}, "names Certificate system/hitl-serving-cert"},
-		{"no inject-ca-from", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
+		{"no inject-ca-from", cmMode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
 			delete(at(o, "metadata", "annotations"), injectCAFrom)
 		}, "no cert-manager.io/inject-ca-from annotation"},
-		{"certificate for another Service", feedback, "Certificate", "", func(o map[string]any) {
+		{"certificate for another Service", cmFeedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec")["dnsNames"] = []any{"webhook-service.system.svc"}
 		}, "not the webhook Service's hitl-webhook-service.hitl-system.svc"},
 		{"webhook Service in another namespace", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
@@ -198,7 +211,7 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		{"webhook Service without the prefix", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
 			at(item(o, "webhooks", 1), "clientConfig", "service")["name"] = "webhook-service"
 		}, "names Service hitl-system/webhook-service"},
-		{"volume of a Secret no Certificate issues", feedback, "Deployment", "", func(o map[string]any) {
+		{"volume of a Secret no Certificate issues", cmFeedback, "Deployment", "", func(o map[string]any) {
 			at(item(at(o, "spec", "template", "spec"), "volumes", 0), "secret")["secretName"] = "hitl-webhook-server-cert"
 		}, "mounts Secret hitl-webhook-server-cert, which no Certificate"},
 		{"Service selecting nothing", feedback, "Service", "", func(o map[string]any) {
@@ -207,9 +220,21 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		{"Service sending to a port the pods lack", mode, "Service", "hitl-webhook-service", func(o map[string]any) {
 			item(at(o, "spec"), "ports", 0)["targetPort"] = int64(9444)
 		}, "port 443 targets 9444"},
-		{"a misspelt cert-manager field", feedback, "Certificate", "", func(o map[string]any) {
+		{"a misspelt cert-manager field", cmFeedback, "Certificate", "", func(o map[string]any) {
 			at(o, "spec")["dnsName"] = "x"
 		}, `unknown field "dnsName"`},
+
+		// The manager's own webhook certificate.
+		{"CA injected from another Secret than the manager provisions", feedback, "ValidatingWebhookConfiguration", "", func(o map[string]any) {
+			at(o, "metadata", "labels")[injectCALabel] = "webhook-server-cert"
+		}, "the manager provisions the Secret hitl-webhook-server-cert"},
+		{"no CA injection", mode, "MutatingWebhookConfiguration", "", func(o map[string]any) {
+			delete(at(o, "metadata", "labels"), injectCALabel)
+		}, "nothing injects a CA"},
+		{"certificate provisioned into a read-only mount", feedback, "Deployment", "", func(o map[string]any) {
+			c := item(at(o, "spec", "template", "spec"), "containers", 0)
+			item(c, "volumeMounts", 0)["readOnly"] = true
+		}, "writes its certificate to /tmp/k8s-webhook-server/serving-certs, which is not a writable volume"},
 
 		// Metrics.
 		{"metrics Service sending to a port the pods lack", dflt, "Service", "hitl-controller-manager-metrics-service", func(o map[string]any) {

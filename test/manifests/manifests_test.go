@@ -49,6 +49,10 @@ const configDir = "../../config"
 // namespace/name) whose CA it writes into a webhook configuration.
 const injectCAFrom = "cert-manager.io/inject-ca-from"
 
+// injectCALabel marks the webhook configurations the manager injects the CA
+// of its own certificate into (pkg/manager.InjectCALabel).
+const injectCALabel = "hitl.dev/inject-ca-from-secret"
+
 // TestEveryKustomizationRendersConsistently renders each kustomization under
 // config/, decodes every object strictly and checks its references.
 func TestEveryKustomizationRendersConsistently(t *testing.T) {
@@ -204,7 +208,7 @@ func TestOverlaysFailOpenButInWebhookMode(t *testing.T) {
 			}
 		})
 	}
-	for _, want := range []string{"default", "webhook-feedback", "webhook-mode"} {
+	for _, want := range []string{"default", "webhook-feedback", "webhook-mode", "webhook-feedback-certmanager", "webhook-mode-certmanager"} {
 		if !checked[want] {
 			t.Errorf("config/%s is no top-level install overlay", want)
 		}
@@ -725,7 +729,8 @@ var clusterScoped = map[string]bool{
 func overlayProblems(name string, s *objectSet) []string {
 	var problems []string
 	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	webhookMode := name == "webhook-mode"
+	webhookMode := strings.HasPrefix(name, "webhook-mode")
+	name = strings.TrimSuffix(name, "-certmanager")
 
 	type hook struct {
 		config   *object
@@ -753,6 +758,32 @@ func overlayProblems(name string, s *objectSet) []string {
 			errorf("config/%s: %s runs with --enable-webhooks, but the overlay has no webhook configuration", name, o)
 		case !serves && len(hooks) > 0:
 			errorf("config/%s: %s does not run with --enable-webhooks, but the overlay has webhooks", name, o)
+		}
+	}
+
+	// A manager that provisions its own certificate (--webhook-cert-secret)
+	// writes it to a writable volume at its certificate directory and
+	// injects the CA into exactly the configurations labelled with its
+	// Secret; without it (cert-manager), cert-manager injects.
+	for _, o := range s.byKind["Deployment"] {
+		d := o.typed.(*appsv1.Deployment)
+		secret, dir := flagValue(d, "webhook-cert-secret"), flagValue(d, "webhook-cert-dir")
+		if secret == "" || len(hooks) == 0 {
+			continue
+		}
+		if dir == "" {
+			dir = "/tmp/k8s-webhook-server/serving-certs"
+		}
+		if !writableAt(d, dir) {
+			errorf("config/%s: %s writes its certificate to %s, which is not a writable volume", name, o, dir)
+		}
+		for _, h := range hooks {
+			switch got, ok := h.config.Labels[injectCALabel]; {
+			case !ok && h.config.Annotations[injectCAFrom] == "":
+				errorf("config/%s: %s: nothing injects a CA (no %s label, no %s annotation)", name, h.config, injectCALabel, injectCAFrom)
+			case ok && got != secret:
+				errorf("config/%s: %s: %s=%s, but the manager provisions the Secret %s", name, h.config, injectCALabel, got, secret)
+			}
 		}
 	}
 
@@ -844,6 +875,38 @@ func enablesWebhooks(d *appsv1.Deployment) bool {
 			}
 			if on, err := strconv.ParseBool(value); !hasValue || (err == nil && on) {
 				return true
+			}
+		}
+	}
+	return false
+}
+
+// flagValue returns the value of --name=value in the manager container's
+// arguments, or "".
+func flagValue(d *appsv1.Deployment, name string) string {
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+			if v, ok := strings.CutPrefix(strings.TrimLeft(arg, "-"), name+"="); ok && strings.HasPrefix(arg, "-") {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// writableAt tells whether a container of d mounts a writable emptyDir at
+// dir.
+func writableAt(d *appsv1.Deployment, dir string) bool {
+	pod := d.Spec.Template.Spec
+	for _, c := range pod.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath != dir || m.ReadOnly {
+				continue
+			}
+			for _, v := range pod.Volumes {
+				if v.Name == m.Name && v.EmptyDir != nil {
+					return true
+				}
 			}
 		}
 	}

@@ -1,0 +1,377 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// InjectCALabel marks the webhook configurations whose caBundle the manager
+// fills with the CA of its own webhook certificate; the value names the
+// Secret that holds it.
+const InjectCALabel = "hitl.dev/inject-ca-from-secret"
+
+// Lifetimes of the generated certificates, and how early they are renewed:
+// the serving certificate when less than a third of its life is left, the
+// CA when less than the serving certificate's full life is.
+const (
+	caLifetime      = 10 * 365 * 24 * time.Hour
+	servingLifetime = 365 * 24 * time.Hour
+)
+
+// WebhookCerts provisions and rotates the webhook server's certificate
+// without cert-manager: a self-signed CA and a serving certificate for the
+// Services the labelled webhook configurations call, kept in one Secret that
+// every replica shares, written to the webhook server's certificate
+// directory (which reloads it), with the CA injected into the
+// configurations. Every replica runs it; racing writes are guarded by the
+// Secret's resourceVersion.
+type WebhookCerts struct {
+	// Client reads and writes directly (not from a cache): the Secret and
+	// the webhook configurations are read before the manager starts.
+	Client client.Client
+	// Namespace and Secret name the Secret.
+	Namespace, Secret string
+	// Dir is where tls.crt and tls.key are written for the webhook server.
+	Dir string
+	// Interval is how often the certificate and the injected CA are
+	// checked; a CA bundle someone reset (kubectl apply) is restored within
+	// it.
+	Interval time.Duration
+	Clock    clock.PassiveClock
+}
+
+// Secret keys: the webhook server's pair, and the CA that signs it.
+const (
+	keyCACert = "ca.crt"
+	keyCAKey  = "ca.key"
+	keyCert   = corev1.TLSCertKey
+	keyKey    = corev1.TLSPrivateKeyKey
+)
+
+// Start checks every Interval until ctx ends; errors are logged and retried.
+func (w *WebhookCerts) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook-certs")
+	t := time.NewTicker(w.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := w.Ensure(ctx); err != nil {
+				log.Error(err, "Checking the webhook certificate")
+			}
+		}
+	}
+}
+
+// NeedLeaderElection is false: every replica serves webhooks and needs the
+// certificate.
+func (w *WebhookCerts) NeedLeaderElection() bool { return false }
+
+// Ensure makes the Secret hold a valid certificate for the webhook Services,
+// writes it to Dir, and injects the CA into the labelled configurations.
+func (w *WebhookCerts) Ensure(ctx context.Context) error {
+	hosts, err := w.hosts(ctx)
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{}
+	err = w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Secret}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Secret,
+				Labels: map[string]string{"app.kubernetes.io/name": "hitl", "app.kubernetes.io/component": "webhook-certificate"}},
+			Type: corev1.SecretTypeTLS,
+		}
+	case err != nil:
+		return fmt.Errorf("reading Secret %s/%s: %w", w.Namespace, w.Secret, err)
+	}
+	now := w.Clock.Now()
+	data, changed, err := renew(sec.Data, hosts, now)
+	if err != nil {
+		return err
+	}
+	if changed {
+		sec.Data = data
+		if sec.ResourceVersion == "" {
+			err = w.Client.Create(ctx, sec)
+		} else {
+			err = w.Client.Update(ctx, sec) // guarded by the resourceVersion read
+		}
+		if err != nil {
+			// Another replica wrote first: use its certificate next time.
+			return fmt.Errorf("writing Secret %s/%s: %w", w.Namespace, w.Secret, err)
+		}
+		logf.FromContext(ctx).Info("Wrote a new webhook certificate", "secret", w.Namespace+"/"+w.Secret, "hosts", hosts)
+	}
+	if err := w.writeFiles(sec.Data); err != nil {
+		return err
+	}
+	return w.inject(ctx, sec.Data[keyCACert])
+}
+
+// hosts are the DNS names of every Service the labelled configurations
+// call, sorted.
+func (w *WebhookCerts) hosts(ctx context.Context) ([]string, error) {
+	sel := client.MatchingLabels{InjectCALabel: w.Secret}
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := w.Client.List(ctx, &mutating, sel); err != nil {
+		return nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := w.Client.List(ctx, &validating, sel); err != nil {
+		return nil, fmt.Errorf("listing validating webhook configurations: %w", err)
+	}
+	var refs []*admissionv1.ServiceReference
+	for _, c := range mutating.Items {
+		for _, h := range c.Webhooks {
+			refs = append(refs, h.ClientConfig.Service)
+		}
+	}
+	for _, c := range validating.Items {
+		for _, h := range c.Webhooks {
+			refs = append(refs, h.ClientConfig.Service)
+		}
+	}
+	var hosts []string
+	for _, r := range refs {
+		if r == nil {
+			continue
+		}
+		for _, h := range []string{r.Name + "." + r.Namespace + ".svc", r.Name + "." + r.Namespace + ".svc.cluster.local"} {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("no webhook configuration labelled %s=%s calls a Service", InjectCALabel, w.Secret)
+	}
+	sort.Strings(hosts)
+	return hosts, nil
+}
+
+// writeFiles writes the serving pair into Dir when it differs, through a
+// rename so the webhook server never reads half a file.
+func (w *WebhookCerts) writeFiles(data map[string][]byte) error {
+	if err := os.MkdirAll(w.Dir, 0o700); err != nil {
+		return err
+	}
+	for _, k := range []string{keyKey, keyCert} {
+		path := filepath.Join(w.Dir, k)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data[k]) {
+			continue
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data[k], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inject sets every webhook's caBundle of the labelled configurations to ca.
+func (w *WebhookCerts) inject(ctx context.Context, ca []byte) error {
+	sel := client.MatchingLabels{InjectCALabel: w.Secret}
+	var mutating admissionv1.MutatingWebhookConfigurationList
+	if err := w.Client.List(ctx, &mutating, sel); err != nil {
+		return err
+	}
+	for i := range mutating.Items {
+		c := &mutating.Items[i]
+		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		stale := false
+		for j := range c.Webhooks {
+			if !bytes.Equal(c.Webhooks[j].ClientConfig.CABundle, ca) {
+				c.Webhooks[j].ClientConfig.CABundle, stale = ca, true
+			}
+		}
+		if stale {
+			if err := w.Client.Patch(ctx, c, patch); err != nil {
+				return fmt.Errorf("injecting the CA into %s: %w", c.Name, err)
+			}
+		}
+	}
+	var validating admissionv1.ValidatingWebhookConfigurationList
+	if err := w.Client.List(ctx, &validating, sel); err != nil {
+		return err
+	}
+	for i := range validating.Items {
+		c := &validating.Items[i]
+		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		stale := false
+		for j := range c.Webhooks {
+			if !bytes.Equal(c.Webhooks[j].ClientConfig.CABundle, ca) {
+				c.Webhooks[j].ClientConfig.CABundle, stale = ca, true
+			}
+		}
+		if stale {
+			if err := w.Client.Patch(ctx, c, patch); err != nil {
+				return fmt.Errorf("injecting the CA into %s: %w", c.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// renew returns the Secret's data with a CA and a serving certificate that
+// are valid at now for hosts, and whether it changed anything.
+func renew(data map[string][]byte, hosts []string, now time.Time) (map[string][]byte, bool, error) {
+	out := map[string][]byte{}
+	for k, v := range data {
+		out[k] = v
+	}
+	ca, caKey, err := parsePair(data[keyCACert], data[keyCAKey])
+	caOK := err == nil && ca.IsCA && now.Before(ca.NotAfter.Add(-servingLifetime)) && !now.Before(ca.NotBefore)
+	changed := false
+	if !caOK {
+		ca, caKey, out[keyCACert], out[keyCAKey], err = newCert(nil, nil, nil, now, caLifetime)
+		if err != nil {
+			return nil, false, err
+		}
+		changed = true
+	}
+	cert, _, err := parsePair(data[keyCert], data[keyKey])
+	certOK := !changed && err == nil && cert.CheckSignatureFrom(ca) == nil &&
+		now.Before(cert.NotAfter.Add(-servingLifetime/3)) && !now.Before(cert.NotBefore) &&
+		slices.Equal(sortedCopy(cert.DNSNames), hosts)
+	if !certOK {
+		if _, _, out[keyCert], out[keyKey], err = newCert(ca, caKey, hosts, now, servingLifetime); err != nil {
+			return nil, false, err
+		}
+		changed = true
+	}
+	return out, changed, nil
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	sort.Strings(c)
+	return c
+}
+
+func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, nil, errors.New("not an ECDSA key")
+	}
+	return cert, key, nil
+}
+
+// newCert makes a CA (when ca is nil) or a serving certificate for hosts
+// signed by ca, valid from a minute before now (clock skew) for lifetime.
+func newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time, lifetime time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, []byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(lifetime),
+	}
+	parent, signer := tmpl, key
+	if ca == nil {
+		tmpl.Subject = pkix.Name{CommonName: "hitl webhook CA"}
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	} else {
+		tmpl.Subject = pkix.Name{CommonName: hosts[0]}
+		tmpl.DNSNames = hosts
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		parent, signer = ca, caKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cert, key,
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// ServiceAccountNamespaceFile holds the namespace of the Pod's
+// ServiceAccount.
+const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ProvisionWebhookCerts makes sure, before the webhook server starts, that
+// dir holds a certificate from the Secret namespace/secret (creating or
+// renewing it) and that the labelled webhook configurations trust its CA;
+// it retries for up to timeout (the configurations may be applied just
+// after the Deployment). The returned WebhookCerts, added to the manager,
+// keeps both current. An empty namespace means the Pod's own.
+func ProvisionWebhookCerts(ctx context.Context, c client.Client, namespace, secret, dir string, timeout time.Duration) (*WebhookCerts, error) {
+	if namespace == "" {
+		ns, err := os.ReadFile(ServiceAccountNamespaceFile)
+		if err != nil {
+			return nil, fmt.Errorf("the webhook certificate's namespace: not in a Pod (%w); set it", err)
+		}
+		namespace = string(bytes.TrimSpace(ns))
+	}
+	w := &WebhookCerts{Client: c, Namespace: namespace, Secret: secret, Dir: dir, Interval: time.Minute, Clock: clock.RealClock{}}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := w.Ensure(ctx)
+		if err == nil {
+			return w, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		logf.FromContext(ctx).Info("Waiting to provision the webhook certificate", "reason", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

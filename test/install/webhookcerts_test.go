@@ -1,0 +1,163 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+// TestWebhookCertificatesWithoutCertManager runs the certificate
+// provisioning of two manager replicas against a real API server: they
+// agree on one Secret, write the same files, inject its CA into the labelled
+// webhook configurations only, restore a CA bundle that an apply reset, and
+// rotate the serving certificate under the same CA as it ages.
+func TestWebhookCertificatesWithoutCertManager(t *testing.T) {
+	env := testenv.New()
+	_, admin, err := testenv.Start(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns, secret = "hitl-system", "hitl-webhook-server-cert"
+	must(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+
+	hook := func(name string) admissionv1.ValidatingWebhook {
+		return admissionv1.ValidatingWebhook{
+			Name: name, AdmissionReviewVersions: []string{"v1"},
+			SideEffects:   ptr.To(admissionv1.SideEffectClassNone),
+			FailurePolicy: ptr.To(admissionv1.Ignore),
+			ClientConfig: admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{
+				Namespace: ns, Name: "hitl-webhook-service", Path: ptr.To("/validate")}},
+			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+				Rule: admissionv1.Rule{APIGroups: []string{"hitl.dev"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"questionreplies"}}}},
+		}
+	}
+	ours := &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "hitl-validating-webhook-configuration", Labels: map[string]string{manager.InjectCALabel: secret}},
+		Webhooks:   []admissionv1.ValidatingWebhook{hook("vquestionreply.hitl.dev"), hook("vother.hitl.dev")},
+	}
+	theirs := &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "someone-else"},
+		Webhooks:   []admissionv1.ValidatingWebhook{hook("vsomeone.example.com")},
+	}
+	theirs.Webhooks[0].ClientConfig.CABundle = []byte("their CA")
+	must(t, admin.Create(ctx, ours))
+	must(t, admin.Create(ctx, theirs))
+
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	replicas := make([]*manager.WebhookCerts, 2)
+	for i := range replicas {
+		replicas[i] = &manager.WebhookCerts{Client: admin, Namespace: ns, Secret: secret,
+			Dir: filepath.Join(t.TempDir(), "certs"), Interval: time.Minute, Clock: clock}
+	}
+	// Both start at once; one loses the race to create the Secret and
+	// takes the winner's certificate on its next check.
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Ensure(ctx) }()
+	}
+	wg.Wait()
+	for _, r := range replicas {
+		must(t, r.Ensure(ctx))
+	}
+
+	sec := &corev1.Secret{}
+	must(t, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, sec))
+	ca := sec.Data["ca.crt"]
+	for i, r := range replicas {
+		crt, err := os.ReadFile(filepath.Join(r.Dir, "tls.crt"))
+		must(t, err)
+		key, err := os.ReadFile(filepath.Join(r.Dir, "tls.key"))
+		must(t, err)
+		if !bytes.Equal(crt, sec.Data["tls.crt"]) || !bytes.Equal(key, sec.Data["tls.key"]) {
+			t.Errorf("replica %d serves another certificate than the Secret's", i)
+		}
+	}
+	first := verifyServing(t, sec.Data["tls.crt"], ca, "hitl-webhook-service.hitl-system.svc", clock.Now())
+
+	checkInjected := func() {
+		t.Helper()
+		got := &admissionv1.ValidatingWebhookConfiguration{}
+		must(t, admin.Get(ctx, client.ObjectKeyFromObject(ours), got))
+		for _, h := range got.Webhooks {
+			if !bytes.Equal(h.ClientConfig.CABundle, ca) {
+				t.Errorf("webhook %s has no CA bundle of the Secret", h.Name)
+			}
+		}
+		other := &admissionv1.ValidatingWebhookConfiguration{}
+		must(t, admin.Get(ctx, client.ObjectKeyFromObject(theirs), other))
+		if string(other.Webhooks[0].ClientConfig.CABundle) != "their CA" {
+			t.Error("the CA went into a configuration that is not labelled for it")
+		}
+	}
+	checkInjected()
+
+	// `kubectl apply` of the configuration resets the bundle; the next
+	// check restores it.
+	reset := &admissionv1.ValidatingWebhookConfiguration{}
+	must(t, admin.Get(ctx, client.ObjectKeyFromObject(ours), reset))
+	reset.Webhooks[0].ClientConfig.CABundle = nil
+	must(t, admin.Update(ctx, reset))
+	must(t, replicas[1].Ensure(ctx))
+	checkInjected()
+
+	// 250 days on: a new serving certificate from the same CA, in the
+	// Secret and in every replica's files.
+	clock.SetTime(clock.Now().Add(250 * 24 * time.Hour))
+	for _, r := range replicas {
+		must(t, r.Ensure(ctx))
+	}
+	must(t, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret}, sec))
+	if !bytes.Equal(sec.Data["ca.crt"], ca) {
+		t.Fatal("the CA changed with the serving certificate: webhooks would fail until it is injected again")
+	}
+	second := verifyServing(t, sec.Data["tls.crt"], ca, "hitl-webhook-service.hitl-system.svc.cluster.local", clock.Now())
+	if second.Equal(first) {
+		t.Error("the serving certificate was not rotated")
+	}
+	for i, r := range replicas {
+		crt, err := os.ReadFile(filepath.Join(r.Dir, "tls.crt"))
+		must(t, err)
+		if !bytes.Equal(crt, sec.Data["tls.crt"]) {
+			t.Errorf("replica %d still serves the old certificate", i)
+		}
+	}
+	checkInjected()
+}
+
+func verifyServing(t *testing.T, certPEM, caPEM []byte, host string, now time.Time) *x509.Certificate {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the Secret's ca.crt holds no certificate")
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("the Secret's tls.crt holds no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	must(t, err)
+	if _, err := cert.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: now}); err != nil {
+		t.Errorf("the serving certificate does not verify for %s: %v", host, err)
+	}
+	return cert
+}
