@@ -6,20 +6,29 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the group and version of every hitl kind.
 	GroupVersion = schema.GroupVersion{Group: "hitl.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the hitl kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the hitl kinds with a runtime.Scheme
+	// (apimachinery's builder: the API package depends on apimachinery
+	// only, not on controller-runtime).
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the hitl kinds to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &UserQuestion{}, &UserQuestionList{}, &QuestionReply{}, &QuestionReplyList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
 
 // Labels and annotations that hitl reads and writes.
 const (

@@ -142,10 +142,6 @@ type QuestionReplyList struct {
 	Items           []QuestionReply `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&QuestionReply{}, &QuestionReplyList{})
-}
-
 // Adopt makes q an owner of r, so that r is deleted with q, unless q already
 // is one; it reports whether it changed r.
 func (r *QuestionReply) Adopt(q *UserQuestion) bool {

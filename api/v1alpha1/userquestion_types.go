@@ -506,7 +506,3 @@ type UserQuestionList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []UserQuestion `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&UserQuestion{}, &UserQuestionList{})
-}
