@@ -30,22 +30,32 @@ type auditLog struct {
 	// deletion of each Lease: the true end of a released claim, which the
 	// recorder's watch sees a moment later.
 	leaseDeleted map[string]time.Time
+	// leaseWritten is, for each Lease and resourceVersion-free renewal
+	// time, when the API server finished writing it: when a claim's
+	// renewal became visible.
+	leaseWritten map[string][]time.Time
 }
 
 func readAudit(path string) (auditLog, error) {
-	a := auditLog{leaseDeleted: map[string]time.Time{}}
-	writes, err := readWrites(path, func(verb, resource, name string, code int, received time.Time) {
-		if verb == "delete" && resource == "leases" && code < 300 {
+	a := auditLog{leaseDeleted: map[string]time.Time{}, leaseWritten: map[string][]time.Time{}}
+	writes, err := readWrites(path, func(verb, resource, name string, code int, received, completed time.Time) {
+		if resource != "leases" || code >= 300 {
+			return
+		}
+		switch verb {
+		case "delete":
 			if _, seen := a.leaseDeleted[name]; !seen {
 				a.leaseDeleted[name] = received
 			}
+		case "create", "update", "patch":
+			a.leaseWritten[name] = append(a.leaseWritten[name], completed)
 		}
 	})
 	a.writes = writes
 	return a, err
 }
 
-func readWrites(path string, every func(verb, resource, name string, code int, received time.Time)) ([]write, error) {
+func readWrites(path string, every func(verb, resource, name string, code int, received, completed time.Time)) ([]write, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -80,7 +90,7 @@ func readWrites(path string, every func(verb, resource, name string, code int, r
 		if e.ObjectRef.Subresource != "" {
 			res += "/" + e.ObjectRef.Subresource
 		}
-		every(e.Verb, res, e.ObjectRef.Name, e.ResponseStatus.Code, e.Received)
+		every(e.Verb, res, e.ObjectRef.Name, e.ResponseStatus.Code, e.Received, e.Stage2)
 		replica, _, _ := strings.Cut(e.UserAgent, "/")
 		if replica != "manager-a" && replica != "manager-b" {
 			continue

@@ -32,6 +32,7 @@ type history struct {
 	writes    []write
 	// leaseDeleted is when each Lease's deletion reached the API server.
 	leaseDeleted map[string]time.Time
+	leaseWritten map[string][]time.Time
 	end          time.Time
 }
 
@@ -47,7 +48,8 @@ type checker struct {
 func checkAll(rep *report, rec *recorder, views clientViews, tl *timeline, audit auditLog) {
 	rec.mu.Lock()
 	h := history{questions: rec.questions, replies: rec.replies, claims: rec.claims, views: views,
-		events: tl.all(), writes: audit.writes, leaseDeleted: audit.leaseDeleted, end: time.Now()}
+		events: tl.all(), writes: audit.writes, leaseDeleted: audit.leaseDeleted,
+		leaseWritten: audit.leaseWritten, end: time.Now()}
 	rep.Relists = rec.Relists
 	rec.mu.Unlock()
 	rep.Timeline = h.events
@@ -388,6 +390,13 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 			if !deleted.IsZero() && !deleted.After(at) {
 				continue
 			}
+			// The claim holds the window only once its write reached the
+			// API server (a claim sent just before the deadline may
+			// arrive after the window closed): by the audit log when it
+			// has the write, else when the recorder saw it.
+			if !c.visibleBefore(lease, lv, at) {
+				continue
+			}
 			live := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 			if live.After(at.Add(50 * time.Millisecond)) {
 				c.violate("closed-while-claimed", obj, "Continued at %s while claim %s, renewed at %s, was live until %s",
@@ -415,6 +424,22 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 	if late > 5*time.Second {
 		c.violate("late", obj, "Continued %s after its deadline %s while a leader served (since %s)", late.Round(time.Millisecond), stamp(deadline), stamp(from))
 	}
+}
+
+// visibleBefore reports whether the write of this version of a claim
+// completed before t: the first completed Lease write at or after the
+// version's renewTime (the answerer stamps it just before sending).
+func (c *checker) visibleBefore(lease string, v version[*coordinationv1.Lease], t time.Time) bool {
+	writes := c.h.leaseWritten[lease]
+	if len(writes) == 0 {
+		return v.At.Before(t)
+	}
+	for _, w := range writes {
+		if !w.Before(v.Object.Spec.RenewTime.Time) {
+			return w.Before(t)
+		}
+	}
+	return false
 }
 
 func deletedAt[T any](vs []version[T]) time.Time {

@@ -201,3 +201,42 @@ func TestLeadershipOfAHungLeader(t *testing.T) {
 		t.Errorf("serving at 5s: %v (%t)", from, ok)
 	}
 }
+
+// A claim stamped just before the deadline but written after the window
+// closed never held it; one released before the close no longer did.
+func TestCheckAllowsClaimsThatDidNotHoldTheWindow(t *testing.T) {
+	open := question("1", 5*time.Second)
+	lease := func(rv string, renew float64) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: rv, Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
+			Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(renew))), LeaseDurationSeconds: ptr.To[int32](7)},
+		}
+	}
+	questions := map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(5.1, continuedAt(open, "2", at(5.01)))}}
+	for name, h := range map[string]history{
+		"arrived late": {questions: questions,
+			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(5.2), Object: lease("3", 4.9)}}},
+			leaseWritten: map[string][]time.Time{"c1": {at(5.05)}}},
+		"released first": {questions: questions,
+			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: lease("3", 1)}, {At: at(5.02), Deleted: true, Object: lease("3", 1)}}},
+			leaseDeleted: map[string]time.Time{"c1": at(5.0)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := rules(t, h); slices.Contains(got, "closed-while-claimed") {
+				t.Fatalf("a claim that did not hold the window was counted: %v", got)
+			}
+		})
+	}
+}
+
+// A leader killed with SIGKILL serves no more from the kill, not from when
+// its exit is noticed.
+func TestLeadershipEndsAtTheKill(t *testing.T) {
+	l := leadershipOf([]event{
+		{At: at(0), Replica: "a", Kind: "start"}, {At: at(1), Replica: "a", Kind: "acquired"}, {At: at(1), Replica: "a", Kind: "workers"},
+		{At: at(10), Replica: "a", Kind: "kill"}, {At: at(10.5), Replica: "a", Kind: "exit"},
+	}, at(60))
+	if _, ok := l.servingAt(at(10.2)); ok {
+		t.Fatalf("serving after the kill: %v", l.serving)
+	}
+}

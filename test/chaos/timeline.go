@@ -90,12 +90,16 @@ func leadershipOf(events []event, end time.Time) leadership {
 		case "start":
 			s := get(e.Replica)
 			*s = state{alive: true, lagging: s.lagging}
-		case "exit":
+		case "exit", "kill":
+			// SIGKILL ends a replica at once; its exit is only seen later.
 			s := get(e.Replica)
 			if !s.deposedFrom.IsZero() {
 				l.deposed[e.Replica] = append(l.deposed[e.Replica], span{s.deposedFrom, e.At})
 			}
 			*s = state{lagging: s.lagging}
+		case "lost":
+			s := get(e.Replica)
+			s.leading = false
 		case "stop":
 			get(e.Replica).stopped = true
 		case "cont":
