@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -72,9 +72,11 @@ type Stream struct {
 // under its name as Deleted then Added. The first list's error is Start's.
 func Start(ctx context.Context, o Options) (*Stream, error) {
 	runCtx, stop := context.WithCancel(ctx)
-	// The Reflector logs through the context's logger: the caller's
-	// (controller-runtime's), at debug level, as a library should.
-	runCtx = klog.NewContext(runCtx, ctrl.LoggerFrom(ctx).V(1))
+	// The Reflector logs through the context's logger, at debug level, as
+	// a library should: the caller's logger when ctx carries one, and
+	// nothing otherwise (never klog's or controller-runtime's global one,
+	// which would write to a command's terminal).
+	runCtx = klog.NewContext(runCtx, logr.FromContextOrDiscard(ctx).V(1))
 	s := &Stream{events: make(chan Event), stop: stop}
 
 	first := make(chan error, 1)
