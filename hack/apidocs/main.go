@@ -28,7 +28,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "apidocs:", err)
 		os.Exit(1)
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err == nil {
+	err = os.MkdirAll(filepath.Dir(*out), 0o755)
+	if err == nil {
 		err = os.WriteFile(*out, doc, 0o644)
 	}
 	if err != nil {

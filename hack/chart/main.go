@@ -73,7 +73,8 @@ func main() {
 	}
 	for name, data := range files {
 		path := filepath.Join(*chart, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
 			err = os.WriteFile(path, data, 0o644)
 		}
 		if err != nil {

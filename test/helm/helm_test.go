@@ -249,7 +249,7 @@ func TestChartAppliesServerSide(t *testing.T) {
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "hitl-system"}}}
 	apply := func(o *unstructured.Unstructured) {
 		t.Helper()
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("helm"), client.ForceOwnership); err != nil {
 			t.Fatalf("server-side apply of %s: %v", key(o), err)
 		}
 	}

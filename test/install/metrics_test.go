@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,12 +76,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 	}
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600))
-	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = testenv.Root()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := managerBinary(t)
 	addr := freeAddr(t)
 	mgr := exec.Command(bin, "--kubeconfig", filepath.Join(dir, "kubeconfig"),
 		"--metrics-bind-address="+addr, "--metrics-secure", "--health-probe-bind-address=0")
@@ -232,6 +229,34 @@ var (
 	metricName     = regexp.MustCompile(`\bhitl_[a-z_]+`)
 	declaredMetric = regexp.MustCompile(`"(hitl_[a-z_]+)"`)
 )
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// managerBinary builds cmd/manager once for the package's tests.
+func managerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hitl-install-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = filepath.Join(dir, "manager")
+		cmd := exec.Command("go", "build", "-o", built, "./cmd/manager")
+		cmd.Dir = testenv.Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
 
 func scrape(t *testing.T, addr, token string) (int, string) {
 	t.Helper()

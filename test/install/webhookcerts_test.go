@@ -3,24 +3,38 @@ package install
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/hitl-dev/hitl/pkg/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
+
+func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
 
 // TestWebhookCertificatesWithoutCertManager runs the certificate
 // provisioning of two manager replicas against a real API server: they
@@ -160,4 +174,122 @@ func verifyServing(t *testing.T, certPEM, caPEM []byte, host string, now time.Ti
 		t.Errorf("the serving certificate does not verify for %s: %v", host, err)
 	}
 	return cert
+}
+
+// TestManagerServesWebhooksWithItsOwnCertificate runs the manager binary as
+// config/webhook-feedback does (its ServiceAccount, the RBAC and webhook
+// configuration that overlay renders, --webhook-cert-secret) and connects
+// to its webhook port as the API server would: trusting only the CA bundle
+// the manager injected, for the webhook Service's name.
+func TestManagerServesWebhooksWithItsOwnCertificate(t *testing.T) {
+	env := testenv.New()
+	cfg, admin, err := testenv.Start(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	objs := renderOverlay(t, filepath.Join(testenv.Root(), "config", "webhook-feedback"))
+	var webhookConfig string
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			must(t, admin.Create(ctx, o))
+		}
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			must(t, admin.Create(ctx, o))
+		case "ValidatingWebhookConfiguration":
+			webhookConfig = o.GetName()
+			must(t, admin.Create(ctx, o))
+		}
+	}
+	if webhookConfig == "" {
+		t.Fatal("config/webhook-feedback renders no ValidatingWebhookConfiguration")
+	}
+	install, err := testenv.DefaultInstall()
+	must(t, err)
+	saNS, saName := install.ManagerServiceAccount()
+	token, _, err := testenv.RequestToken(ctx, admin, saNS, saName, time.Hour)
+	must(t, err)
+	kubeconfig, err := testenv.TokenKubeconfig(cfg, "manager", token, "")
+	must(t, err)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600))
+
+	port := freeAddr(t)
+	_, portNum, _ := strings.Cut(port, ":")
+	mgr := exec.Command(managerBinary(t), "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--enable-webhooks", "--webhook-host=127.0.0.1", "--webhook-port="+portNum,
+		"--webhook-cert-dir="+filepath.Join(dir, "certs"),
+		"--webhook-cert-secret=hitl-webhook-server-cert", "--webhook-cert-namespace="+saNS)
+	logs := &strings.Builder{}
+	mgr.Stdout, mgr.Stderr = logs, logs
+	must(t, mgr.Start())
+	t.Cleanup(func() {
+		_ = mgr.Process.Signal(syscall.SIGTERM)
+		_ = mgr.Wait()
+		if t.Failed() {
+			t.Logf("manager logs:\n%s", logs.String())
+		}
+	})
+
+	// The API server's view: the injected bundle, the Service's DNS name.
+	var roots *x509.CertPool
+	for roots == nil {
+		got := &admissionv1.ValidatingWebhookConfiguration{}
+		must(t, admin.Get(ctx, client.ObjectKey{Name: webhookConfig}, got))
+		if ca := got.Webhooks[0].ClientConfig.CABundle; len(ca) > 0 {
+			roots = x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(ca) {
+				t.Fatal("the injected CA bundle holds no certificate")
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the manager injected no CA bundle")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	host := "hitl-webhook-service." + saNS + ".svc"
+	for {
+		conn, err := tls.Dial("tcp", port, &tls.Config{RootCAs: roots, ServerName: host})
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no TLS handshake for %s trusting the injected CA: %v", host, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// A name the certificate is not for fails, so the check above means
+	// something.
+	if conn, err := tls.Dial("tcp", port, &tls.Config{RootCAs: roots, ServerName: "evil.example.com"}); err == nil {
+		conn.Close()
+		t.Error("the webhook certificate is valid for any name")
+	}
+}
+
+func renderOverlay(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range res.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out
 }
