@@ -247,7 +247,9 @@ type listWatch struct {
 func (lw *listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (lw *listWatch) options(raw metav1.ListOptions) *client.ListOptions {
-	o := &client.ListOptions{Namespace: lw.o.Namespace, LabelSelector: lw.o.Labels, Raw: &raw}
+	// Limit and Continue are the pager's (controller-runtime copies them
+	// over Raw's for a list).
+	o := &client.ListOptions{Namespace: lw.o.Namespace, LabelSelector: lw.o.Labels, Limit: raw.Limit, Continue: raw.Continue, Raw: &raw}
 	if lw.o.Name != "" {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lw.o.Name)
 	}

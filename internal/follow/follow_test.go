@@ -208,3 +208,28 @@ func TestStartEndsWithItsContext(t *testing.T) {
 		t.Errorf("Start = %v, want the context's end", err)
 	}
 }
+
+// The Reflector lists in pages (500 objects each, then the continue token);
+// the options must reach the API server as it set them.
+func TestListsArePaged(t *testing.T) {
+	var first *client.ListOptions
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(question("a", "bot")).Build(), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
+			if first == nil {
+				first = (&client.ListOptions{}).ApplyOptions(o)
+				first.AsListOptions()
+			}
+			return c.List(ctx, l, o...)
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Start(ctx, Options{Client: c, Namespace: "ns", Labels: byAgent("bot")}); err != nil {
+		t.Fatal(err)
+	}
+	raw := first.Raw
+	if raw.Limit != 500 || raw.ResourceVersion != "" || raw.LabelSelector != "hitl.dev/agent=bot" || first.Namespace != "ns" {
+		t.Errorf("the first list asked for limit %d, resourceVersion %q, labels %q in %q; want 500, a consistent read, the agent's label, ns",
+			raw.Limit, raw.ResourceVersion, raw.LabelSelector, first.Namespace)
+	}
+}
