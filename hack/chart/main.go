@@ -1,7 +1,8 @@
 // Command chart writes the parts of the Helm chart charts/hitl that
 // config/ already says, so that there is one source for them: the CRDs
 // (charts/hitl/crds), the manager's RBAC, the admission policies and their
-// parameters, and the optional MCP server's objects, each rendered from
+// parameters, the optional feedback webhook (its configuration, Service and
+// certificate RBAC) and the optional MCP server's objects, each rendered from
 // config/ as `kubectl apply -k` would, with the install namespace left to
 // Helm. `make chart` runs it and `make verify` fails when its output is not
 // committed. The Deployment, the disruption budget, the metrics Service and
@@ -48,6 +49,16 @@ var Parts = []Part{
 		Keep: kinds("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
 	{Overlay: "default", File: "templates/admission-policies.yaml",
 		Keep: kinds("ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")},
+	{Overlay: "webhook-feedback", File: "templates/webhook.yaml", Condition: ".Values.webhook.feedback.enabled",
+		Keep: func(o *unstructured.Unstructured) bool {
+			switch o.GetKind() {
+			case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+				return true
+			case "Service", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+				return strings.Contains(o.GetName(), "webhook")
+			}
+			return false
+		}},
 	{Overlay: "mcp", File: "templates/mcp.yaml", Condition: ".Values.mcp.enabled",
 		Keep: func(o *unstructured.Unstructured) bool { return o.GetLabels()["app.kubernetes.io/component"] == "mcp" }},
 }

@@ -48,7 +48,7 @@ var (
 func TestLint(t *testing.T) {
 	for name, vals := range map[string]map[string]any{
 		"defaults":   nil,
-		"everything": {"mcp": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
+		"everything": {"mcp": map[string]any{"enabled": true}, "webhook": map[string]any{"feedback": map[string]any{"enabled": true}}, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
 		"one replica without a budget": {"manager": map[string]any{
 			"replicas": 1, "leaderElect": false, "podDisruptionBudget": map[string]any{"enabled": false}}},
 	} {
@@ -176,36 +176,42 @@ func TestTemplateIsAHighlyAvailableRestrictedInstall(t *testing.T) {
 	}
 }
 
-// TestChartEqualsConfig renders the chart with the MCP server into
-// hitl-system and config/mcp (config/default plus the MCP server), and
-// compares them object by object.
+// TestChartEqualsConfig renders the chart into hitl-system with its options
+// and the overlay of config/ that installs the same, and compares them
+// object by object.
 func TestChartEqualsConfig(t *testing.T) {
-	objs, crds := template(t, "hitl-system", map[string]any{
-		"mcp":   map[string]any{"enabled": true},
-		"image": map[string]any{"tag": "latest"},
-	})
-	want := kustomize(t, filepath.Join(configDir, "mcp"))
-	chart := map[string]*unstructured.Unstructured{}
-	for _, o := range append(objs, crds...) {
-		chart[key(o)] = o
-	}
-	for _, w := range want {
-		if w.GetKind() == "Namespace" {
-			continue // Helm installs into an existing (or --create-namespace) one
-		}
-		got := chart[key(w)]
-		if got == nil {
-			t.Errorf("the chart has no %s", key(w))
-			continue
-		}
-		delete(chart, key(w))
-		g, e := comparable(got), comparable(w)
-		if !equality.Semantic.DeepEqual(g, e) {
-			t.Errorf("%s differs from config/:\nchart:  %v\nconfig: %v", key(w), g, e)
-		}
-	}
-	for k := range chart {
-		t.Errorf("the chart has %s, which config/mcp does not", k)
+	for overlay, vals := range map[string]map[string]any{
+		"default":          {},
+		"mcp":              {"mcp": map[string]any{"enabled": true}},
+		"webhook-feedback": {"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}},
+	} {
+		t.Run(overlay, func(t *testing.T) {
+			vals["image"] = map[string]any{"tag": "latest"}
+			objs, crds := template(t, "hitl-system", vals)
+			want := kustomize(t, filepath.Join(configDir, overlay))
+			chart := map[string]*unstructured.Unstructured{}
+			for _, o := range append(objs, crds...) {
+				chart[key(o)] = o
+			}
+			for _, w := range want {
+				if w.GetKind() == "Namespace" {
+					continue // Helm installs into an existing (or --create-namespace) one
+				}
+				got := chart[key(w)]
+				if got == nil {
+					t.Errorf("the chart has no %s", key(w))
+					continue
+				}
+				delete(chart, key(w))
+				g, e := comparable(got), comparable(w)
+				if !equality.Semantic.DeepEqual(g, e) {
+					t.Errorf("%s differs from config/%s:\nchart:  %v\nconfig: %v", key(w), overlay, g, e)
+				}
+			}
+			for k := range chart {
+				t.Errorf("the chart has %s, which config/%s does not", k, overlay)
+			}
+		})
 	}
 }
 
@@ -245,7 +251,8 @@ func TestChartAppliesServerSide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	objs, crds := template(t, "hitl-system", map[string]any{"mcp": map[string]any{"enabled": true}})
+	objs, crds := template(t, "hitl-system", map[string]any{"mcp": map[string]any{"enabled": true},
+		"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}})
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "hitl-system"}}}
 	apply := func(o *unstructured.Unstructured) {
 		t.Helper()
