@@ -41,6 +41,14 @@ func (s *staleLeases) List(ctx context.Context, list client.ObjectList, opts ...
 // question the controller reads the claims from the API server, and a
 // renewal its cache missed keeps the window open.
 func TestWindowStaysOpenForARenewalTheCacheMissed(t *testing.T) {
+	for _, sawClaim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "renewals missed", false: "claim never seen"}[sawClaim], func(t *testing.T) {
+			testWindowStaysOpen(t, sawClaim)
+		})
+	}
+}
+
+func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	asked := metav1.NewMicroTime(clk.Now())
@@ -68,8 +76,10 @@ func TestWindowStaysOpenForARenewalTheCacheMissed(t *testing.T) {
 			return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name}
 		}).Build()
 	cache := &staleLeases{Client: api}
-	if err := api.List(ctx, &cache.leases); err != nil {
-		t.Fatal(err)
+	if sawClaim {
+		if err := api.List(ctx, &cache.leases); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := &UserQuestionReconciler{Client: cache, APIReader: api, Clock: clk, Recorder: events.NewFakeRecorder(100),
 		claims: newClaimTracker(), grants: newGrantCache(), own: newOwnWrites()}

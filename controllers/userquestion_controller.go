@@ -205,11 +205,12 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	claims, heldUntil := r.claims.observe(req.NamespacedName, leases.Items, now)
 
 	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused})
-	if d.Transition == hitlv1.StateContinued && (len(leases.Items) > 0 || !heldUntil.IsZero()) {
-		// The window closes on a claimed question. The cache may have
-		// missed a renewal (its watch broken by an API server restart, or
-		// behind): read the claims from the API server itself, count a
-		// renewal found there as observed now, and decide again.
+	if d.Transition == hitlv1.StateContinued {
+		// The window closes. The cache may have missed a claim or its
+		// renewal (its watch broken by an API server restart, or behind):
+		// read the question's claims from the API server itself, count a
+		// claim or renewal found there as observed now, and decide again.
+		// One small read per closed window; the close is written once.
 		if leases.Items, err = r.liveClaims(ctx, q); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -42,8 +42,11 @@ func (f *faults) run(ctx context.Context, end time.Time) {
 		kind := f.pick()
 		if kind != "restart-apiserver" && kind != "kill-both" {
 			// A fault on the leader needs one: after the last fault, wait
-			// for the next leader (this also spaces the faults out).
-			_ = f.reps.waitForLeader(ctx, 60*time.Second)
+			// for the next leader, and let it serve a moment (this also
+			// spaces the faults out).
+			if f.reps.waitForLeader(ctx, 60*time.Second) == nil {
+				sleep(ctx, 2*time.Second)
+			}
 		}
 		if l := f.reps.leader(); l != nil {
 			f.tl.add(l.name, "fault", kind)

@@ -47,6 +47,7 @@ type replica struct {
 	stopped   bool      // SIGSTOPped
 	downUntil time.Time // not started again before
 	leading   bool      // its log said it acquired the lease, and it has not exited since
+	leadSince time.Time // when it acquired the lease
 	done      chan struct{}
 	quit      bool
 }
@@ -182,7 +183,7 @@ func (r *replica) runOnce() error {
 		switch {
 		case strings.Contains(lower, "successfully acquired lease"):
 			r.mu.Lock()
-			r.leading = true
+			r.leading, r.leadSince = true, time.Now()
 			r.mu.Unlock()
 			r.tl.add(r.name, "acquired", "")
 		case !workers && strings.Contains(line, "Starting workers"):
@@ -240,14 +241,22 @@ func (r *replica) isStopped() bool {
 	return r.stopped
 }
 
-// leader is the replica that acquired the lease last and still runs.
+// leader is the replica that acquired the lease last, if it still runs
+// (a deposed one may still believe it leads until its renewal fails).
 func (rs *replicas) leader() *replica {
+	var last *replica
+	var since time.Time
 	for _, r := range rs.all {
-		if r.isLeading() {
-			return r
+		r.mu.Lock()
+		if r.leading && r.leadSince.After(since) {
+			last, since = r, r.leadSince
 		}
+		r.mu.Unlock()
 	}
-	return nil
+	if last == nil || !last.isLeading() {
+		return nil
+	}
+	return last
 }
 
 func (rs *replicas) other(r *replica) *replica {
