@@ -93,7 +93,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	rec := newRecorder()
 	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRec()
-	rec.start(recCtx, k.admin, k.namespace, k.install.Namespace)
+	rec.start(recCtx, k.admin, k.namespace)
 
 	reps, err := startReplicas(ctx, k, o, tl)
 	if err != nil {

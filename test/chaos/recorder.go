@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,49 +46,30 @@ func newRecorder() *recorder {
 	}
 }
 
-func (r *recorder) start(ctx context.Context, c client.WithWatch, namespace, installNamespace string) {
-	r.wg.Add(3)
-	go func() {
-		defer r.wg.Done()
-		follow(ctx, r, c, namespace, &hitlv1.UserQuestionList{}, func(l client.ObjectList) []client.Object {
-			var out []client.Object
-			for i := range l.(*hitlv1.UserQuestionList).Items {
-				out = append(out, &l.(*hitlv1.UserQuestionList).Items[i])
+func (r *recorder) start(ctx context.Context, c client.WithWatch, namespace string) {
+	kinds := []struct {
+		list   client.ObjectList
+		record func(o client.Object, at time.Time, deleted bool)
+	}{
+		{&hitlv1.UserQuestionList{}, func(o client.Object, at time.Time, deleted bool) {
+			r.questions[o.GetName()] = appendVersion(r.questions[o.GetName()], o.(*hitlv1.UserQuestion), at, deleted)
+		}},
+		{&hitlv1.QuestionReplyList{}, func(o client.Object, at time.Time, deleted bool) {
+			r.replies[o.GetName()] = appendVersion(r.replies[o.GetName()], o.(*hitlv1.QuestionReply), at, deleted)
+		}},
+		{&coordinationv1.LeaseList{}, func(o client.Object, at time.Time, deleted bool) {
+			if o.GetLabels()[hitlv1.ClaimLabel] == "true" {
+				r.claims[o.GetName()] = appendVersion(r.claims[o.GetName()], o.(*coordinationv1.Lease), at, deleted)
 			}
-			return out
-		}, func(o client.Object, at time.Time, deleted bool) {
-			q := o.(*hitlv1.UserQuestion)
-			r.questions[q.Name] = appendVersion(r.questions[q.Name], q, at, deleted)
-		})
-	}()
-	go func() {
-		defer r.wg.Done()
-		follow(ctx, r, c, namespace, &hitlv1.QuestionReplyList{}, func(l client.ObjectList) []client.Object {
-			var out []client.Object
-			for i := range l.(*hitlv1.QuestionReplyList).Items {
-				out = append(out, &l.(*hitlv1.QuestionReplyList).Items[i])
-			}
-			return out
-		}, func(o client.Object, at time.Time, deleted bool) {
-			q := o.(*hitlv1.QuestionReply)
-			r.replies[q.Name] = appendVersion(r.replies[q.Name], q, at, deleted)
-		})
-	}()
-	go func() {
-		defer r.wg.Done()
-		follow(ctx, r, c, namespace, &coordinationv1.LeaseList{}, func(l client.ObjectList) []client.Object {
-			var out []client.Object
-			for i := range l.(*coordinationv1.LeaseList).Items {
-				out = append(out, &l.(*coordinationv1.LeaseList).Items[i])
-			}
-			return out
-		}, func(o client.Object, at time.Time, deleted bool) {
-			q := o.(*coordinationv1.Lease)
-			if q.Labels[hitlv1.ClaimLabel] == "true" {
-				r.claims[q.Name] = appendVersion(r.claims[q.Name], q, at, deleted)
-			}
-		})
-	}()
+		}},
+	}
+	for _, k := range kinds {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			follow(ctx, r, c, namespace, k.list, k.record)
+		}()
+	}
 }
 
 // appendVersion adds a version unless it is the last one again (a relist
@@ -103,7 +85,7 @@ func (r *recorder) wait() { r.wg.Wait() }
 
 // follow lists and watches one kind until ctx ends.
 func follow(ctx context.Context, r *recorder, c client.WithWatch, namespace string, list client.ObjectList,
-	items func(client.ObjectList) []client.Object, record func(client.Object, time.Time, bool)) {
+	record func(client.Object, time.Time, bool)) {
 	rv := ""
 	seen := map[string]bool{}
 	for ctx.Err() == nil {
@@ -113,10 +95,15 @@ func follow(ctx context.Context, r *recorder, c client.WithWatch, namespace stri
 				sleep(ctx, 200*time.Millisecond)
 				continue
 			}
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				return
+			}
 			now := time.Now()
 			listed := map[string]bool{}
 			r.mu.Lock()
-			for _, o := range items(l) {
+			for _, item := range items {
+				o := item.(client.Object)
 				listed[o.GetName()] = true
 				seen[o.GetName()] = true
 				record(o, now, false)
@@ -188,17 +175,4 @@ func (r *recorder) quiesce(ctx context.Context, c client.Client, namespace strin
 		}
 		sleep(ctx, time.Second)
 	}
-}
-
-// final is a fresh read of everything, for the checks' last word.
-func final(ctx context.Context, c client.Client, namespace string) (*hitlv1.UserQuestionList, *hitlv1.QuestionReplyList, error) {
-	var qs hitlv1.UserQuestionList
-	var rs hitlv1.QuestionReplyList
-	if err := c.List(ctx, &qs, client.InNamespace(namespace)); err != nil {
-		return nil, nil, err
-	}
-	if err := c.List(ctx, &rs, client.InNamespace(namespace)); err != nil {
-		return nil, nil, err
-	}
-	return &qs, &rs, nil
 }
