@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/agent"
@@ -87,6 +89,9 @@ type install struct {
 }
 
 func TestCluster(t *testing.T) {
+	// The SDKs' clients log through controller-runtime; the suite reports
+	// what it checks itself.
+	ctrllog.SetLogger(logr.Discard())
 	state := env(t, "HITL_CLUSTER_STATE")
 	helm, chart, manifest := env(t, "HITL_HELM"), env(t, "HITL_CHART"), env(t, "HITL_INSTALL_YAML")
 	admin := newUser(t, state, "admin")
@@ -191,7 +196,12 @@ func runInstall(t *testing.T, state string, admin *user, in install) {
 		if len(before) != 2 {
 			t.Fatalf("want 2 manager Pods before the drain, have %v", before)
 		}
-		t.Cleanup(func() { admin.run(t, "kubectl", "uncordon", nodeName) })
+		// Uncordoned below; this is for a failure before that.
+		t.Cleanup(func() {
+			if t.Failed() {
+				admin.run(t, "kubectl", "uncordon", nodeName)
+			}
+		})
 		res := admin.run(t, "kubectl", "drain", nodeName, "--pod-selector", managerLabel, "--timeout", "20s", "--ignore-daemonsets", "--delete-emptydir-data")
 		if res.code == 0 {
 			t.Fatalf("the drain evicted both managers: %s", res.out)
@@ -293,7 +303,8 @@ func (r result) err() error {
 // run runs a command with the user's kubeconfig and kubectl-hitl on PATH.
 func (u *user) run(t *testing.T, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// Not t.Context(): cleanups run commands after it is cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+u.kubeconfig, "PATH="+os.Getenv("HITL_BIN")+":"+os.Getenv("PATH"))
