@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -67,12 +69,22 @@ func TestStandbyKeepsItsCacheWarm(t *testing.T) {
 	go func() { done <- mgr.Start(ctx) }()
 
 	for _, list := range []client.ObjectList{&hitlv1.UserQuestionList{}, &hitlv1.QuestionReplyList{}, &coordinationv1.LeaseList{}} {
-		// A cache read waits until the informer has synced.
-		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-		err := mgr.GetCache().List(rctx, list)
-		rcancel()
-		if err != nil {
-			t.Fatalf("the standby's cache does not serve %T: %v", list, err)
+		// A cache read waits until the informer has synced; before the
+		// cache itself has started it fails with ErrCacheNotStarted, and
+		// is tried again. A kind no informer serves fails at once.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+			err := mgr.GetCache().List(rctx, list)
+			rcancel()
+			var notStarted *cache.ErrCacheNotStarted
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &notStarted) || time.Now().After(deadline) {
+				t.Fatalf("the standby's cache does not serve %T: %v", list, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	select {
