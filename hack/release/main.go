@@ -151,7 +151,25 @@ func RenderInstall(config, overlay, image string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering config/%s: %w", overlay, err)
 	}
-	return resources.AsYaml()
+	// `kubectl apply -f install.yaml` creates the objects in file order: a
+	// Namespace must come before the objects in it, and a CRD before any
+	// object of its kind.
+	var first, crds, rest [][]byte
+	for _, r := range resources.Resources() {
+		doc, err := r.AsYAML()
+		if err != nil {
+			return nil, err
+		}
+		switch r.GetKind() {
+		case "Namespace":
+			first = append(first, doc)
+		case "CustomResourceDefinition":
+			crds = append(crds, doc)
+		default:
+			rest = append(rest, doc)
+		}
+	}
+	return bytes.Join(append(append(first, crds...), rest...), []byte("---\n")), nil
 }
 
 // HitlImage is the image name config/ gives hitl's containers (its

@@ -38,8 +38,35 @@ func TestInstallRunsTheReleaseImage(t *testing.T) {
 			if len(got) != len(want) {
 				t.Fatalf("install.yaml has %d objects, config/default %d", len(got), len(want))
 			}
+			key := func(o *unstructured.Unstructured) string {
+				return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+			}
+			wanted := map[string]*unstructured.Unstructured{}
+			for _, o := range want {
+				wanted[key(o)] = o
+			}
+			// kubectl apply -f creates in file order: a Namespace before
+			// the objects in it, a CRD before objects of its kind.
+			seen := map[string]bool{}
+			for _, o := range got {
+				if ns := o.GetNamespace(); ns != "" && !seen["Namespace//"+ns] && wanted["Namespace//"+ns] != nil {
+					t.Errorf("%s comes before its Namespace %s", key(o), ns)
+				}
+				if o.GetKind() != "CustomResourceDefinition" && strings.Contains(o.GetAPIVersion(), "hitl.dev") {
+					for k, w := range wanted {
+						if w.GetKind() == "CustomResourceDefinition" && !seen[k] {
+							t.Errorf("%s comes before CRD %s", key(o), w.GetName())
+						}
+					}
+				}
+				seen[key(o)] = true
+			}
 			containers := 0
-			for i, o := range got {
+			for _, o := range got {
+				w := wanted[key(o)]
+				if w == nil {
+					t.Fatalf("%s is not in config/default", key(o))
+				}
 				if o.GetKind() == "Deployment" {
 					list, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 					for _, c := range list {
@@ -49,17 +76,17 @@ func TestInstallRunsTheReleaseImage(t *testing.T) {
 						}
 						c.(map[string]any)["image"] = "X"
 					}
-					wl, _, _ := unstructured.NestedSlice(want[i].Object, "spec", "template", "spec", "containers")
+					wl, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
 					for _, c := range wl {
 						c.(map[string]any)["image"] = "X"
 					}
 					_ = unstructured.SetNestedSlice(o.Object, list, "spec", "template", "spec", "containers")
-					_ = unstructured.SetNestedSlice(want[i].Object, wl, "spec", "template", "spec", "containers")
+					_ = unstructured.SetNestedSlice(w.Object, wl, "spec", "template", "spec", "containers")
 				}
 				a, _ := yaml.Marshal(o.Object)
-				b, _ := yaml.Marshal(want[i].Object)
+				b, _ := yaml.Marshal(w.Object)
 				if !bytes.Equal(a, b) {
-					t.Errorf("object %d differs from config/default's beyond the image:\n%s\nwant\n%s", i, a, b)
+					t.Errorf("%s differs from config/default's beyond the image:\n%s\nwant\n%s", key(o), a, b)
 				}
 			}
 			if containers == 0 {
