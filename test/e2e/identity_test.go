@@ -82,18 +82,26 @@ var _ = Describe("identities", func() {
 
 	It("holds a reply back, unapplied, while the manager's ClusterRole lacks the verb it checks answerers with", Serial, func() {
 		ctx := context.Background()
-		var role rbacv1.ClusterRole
-		key := types.NamespacedName{Name: install.NamePrefix + "manager-role"}
-		Expect(adminClient.Get(ctx, key, &role)).To(Succeed())
-		shipped := slices.Clone(role.Rules)
-		role.Rules = slices.DeleteFunc(slices.Clone(shipped), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "subjectaccessreviews") })
-		Expect(role.Rules).To(HaveLen(len(shipped)-1), "the manager's role grants create on subjectaccessreviews in one rule")
-		Expect(adminClient.Update(ctx, &role)).To(Succeed())
+		// Every shipped ClusterRole that grants the manager the verb: its
+		// own role (the answerer checks) and the metrics role (scrapers).
+		grantsSAR := func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "subjectaccessreviews") }
+		shipped := map[string][]rbacv1.PolicyRule{}
+		for _, name := range []string{"manager-role", "metrics-auth-role"} {
+			var role rbacv1.ClusterRole
+			Expect(adminClient.Get(ctx, types.NamespacedName{Name: install.NamePrefix + name}, &role)).To(Succeed())
+			shipped[role.Name] = slices.Clone(role.Rules)
+			role.Rules = slices.DeleteFunc(slices.Clone(role.Rules), grantsSAR)
+			Expect(role.Rules).To(HaveLen(len(shipped[role.Name])-1), "%s grants create on subjectaccessreviews in one rule", role.Name)
+			Expect(adminClient.Update(ctx, &role)).To(Succeed())
+		}
 		review := authorizationv1.ResourceAttributes{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create"}
 		restore := func() {
-			Expect(adminClient.Get(ctx, key, &role)).To(Succeed())
-			role.Rules = shipped
-			Expect(adminClient.Update(ctx, &role)).To(Succeed())
+			for name, rules := range shipped {
+				var role rbacv1.ClusterRole
+				Expect(adminClient.Get(ctx, types.NamespacedName{Name: name}, &role)).To(Succeed())
+				role.Rules = rules
+				Expect(adminClient.Update(ctx, &role)).To(Succeed())
+			}
 			waitAllowed(install.ManagerUsername(), review)
 		}
 		DeferCleanup(restore)
