@@ -207,17 +207,12 @@ func (w *WebhookCerts) inject(ctx context.Context, ca []byte) error {
 	}
 	for i := range mutating.Items {
 		c := &mutating.Items[i]
-		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		stale := false
+		var configs []*admissionv1.WebhookClientConfig
 		for j := range c.Webhooks {
-			if !bytes.Equal(c.Webhooks[j].ClientConfig.CABundle, ca) {
-				c.Webhooks[j].ClientConfig.CABundle, stale = ca, true
-			}
+			configs = append(configs, &c.Webhooks[j].ClientConfig)
 		}
-		if stale {
-			if err := w.Client.Patch(ctx, c, patch); err != nil {
-				return fmt.Errorf("injecting the CA into %s: %w", c.Name, err)
-			}
+		if err := w.setBundles(ctx, c, configs, ca); err != nil {
+			return err
 		}
 	}
 	var validating admissionv1.ValidatingWebhookConfigurationList
@@ -226,18 +221,33 @@ func (w *WebhookCerts) inject(ctx context.Context, ca []byte) error {
 	}
 	for i := range validating.Items {
 		c := &validating.Items[i]
-		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		stale := false
+		var configs []*admissionv1.WebhookClientConfig
 		for j := range c.Webhooks {
-			if !bytes.Equal(c.Webhooks[j].ClientConfig.CABundle, ca) {
-				c.Webhooks[j].ClientConfig.CABundle, stale = ca, true
-			}
+			configs = append(configs, &c.Webhooks[j].ClientConfig)
 		}
-		if stale {
-			if err := w.Client.Patch(ctx, c, patch); err != nil {
-				return fmt.Errorf("injecting the CA into %s: %w", c.Name, err)
-			}
+		if err := w.setBundles(ctx, c, configs, ca); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// setBundles sets ca in configs, the client configurations of c's
+// webhooks, and patches c (guarded by its resourceVersion) when one was
+// stale.
+func (w *WebhookCerts) setBundles(ctx context.Context, c client.Object, configs []*admissionv1.WebhookClientConfig, ca []byte) error {
+	patch := client.MergeFromWithOptions(c.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	stale := false
+	for _, cc := range configs {
+		if !bytes.Equal(cc.CABundle, ca) {
+			cc.CABundle, stale = ca, true
+		}
+	}
+	if !stale {
+		return nil
+	}
+	if err := w.Client.Patch(ctx, c, patch); err != nil {
+		return fmt.Errorf("injecting the CA into %s: %w", c.GetName(), err)
 	}
 	return nil
 }
