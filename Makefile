@@ -17,7 +17,7 @@ ENVTEST_DIR ?= $(LOCALBIN)/k8s
 # The node binaries of make e2e-cluster (beside kube-apiserver, each stamped
 # with its version), and the helm CLI it installs the chart with.
 NODE_DIR ?= $(ENVTEST_DIR)
-CLUSTER_HELM_VERSION ?= v4.3.2
+CLUSTER_HELM_VERSION ?= $(shell awk '$$1 == "helm.sh/helm/v4" {print $$2}' go.mod)
 CLUSTER_HELM ?= $(LOCALBIN)/helm-$(CLUSTER_HELM_VERSION)
 
 # The go commands of this Makefile build with at least the Go release named by
@@ -197,11 +197,13 @@ controller-manager: ## Put kube-controller-manager under bin/k8s (built from Go 
 	K8S_VERSION=$(K8S_VERSION) ./hack/envtest-assets.sh --components $(ENVTEST_DIR) kube-controller-manager
 
 .PHONY: cluster-helm
-cluster-helm: $(CLUSTER_HELM) ## Install the helm CLI that make e2e-cluster installs the chart with into bin/.
+cluster-helm: $(CLUSTER_HELM) ## Build the helm CLI that make e2e-cluster installs the chart with into bin/.
+# It is built in this module (go.mod's tool directive pins the version), so
+# it shares the Kubernetes packages that make test already compiled for
+# test/helm instead of compiling its own set.
 $(CLUSTER_HELM):
 	@mkdir -p $(LOCALBIN)
-	GOBIN=$(LOCALBIN)/helm.tmp go install helm.sh/helm/v4/cmd/helm@$(CLUSTER_HELM_VERSION)
-	mv $(LOCALBIN)/helm.tmp/helm $(CLUSTER_HELM) && rmdir $(LOCALBIN)/helm.tmp
+	go build -o $(CLUSTER_HELM) helm.sh/helm/v4/cmd/helm
 
 .PHONY: envtest-assets
 envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).

@@ -267,14 +267,23 @@ func (e *env) do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	e.g.Expect(chromedp.Do(tctx, steps...)).To(Succeed())
 }
 
-// text reads an element's visible text.
+// text reads an element's visible text. It waits for the element, then
+// reads it in one script, so that a card the page renders again between
+// the two (a live update) is read again instead of failing on a node that
+// no longer exists.
 func (e *env) text(ctx context.Context, sel chromedp.CSS) string {
 	e.t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(tctx, chromedp.Text(sel))
-	e.g.Expect(err).NotTo(HaveOccurred(), "reading %s", sel)
-	return s
+	read := fmt.Sprintf(`(() => { const n = document.querySelector(%q); return n ? n.innerText : null; })()`, string(sel))
+	for {
+		e.g.Expect(chromedp.Do(tctx, chromedp.WaitVisible(sel))).To(Succeed(), "waiting for %s", sel)
+		s, err := chromedp.Run(tctx, chromedp.Evaluate[*string](read))
+		e.g.Expect(err).NotTo(HaveOccurred(), "reading %s", sel)
+		if s != nil {
+			return *s
+		}
+	}
 }
 
 func eval[T any](e *env, ctx context.Context, js string) T {
