@@ -1,10 +1,11 @@
 // Package helm checks the chart charts/hitl with Helm v4 as a library:
-// `helm lint`, `helm template` for several value sets, that its objects are
-// the objects config/ renders (one source of truth: the generated templates
-// equal, the hand-written Deployment, budget and Service equal but for
+// `helm lint`, `helm template` for several value sets (each option on and
+// off, and the values it refuses), that its objects are the objects config/
+// renders (one source of truth: the generated templates equal, the
+// hand-written Deployments, budget, Service and NetworkPolicy equal but for
 // Helm's labels and the chart's affinity), and that the rendered chart
-// applies server-side to a real API server, where its admission policies
-// then act.
+// with every option applies server-side to a real API server, where its
+// admission policies act, and then in webhook mode, where its webhooks do.
 package helm
 
 import (
@@ -42,20 +43,45 @@ var (
 	configDir = filepath.Join(testenv.Root(), "config")
 )
 
-// TestLint lints the chart as `helm lint --strict` does, with the defaults
-// and with every option on; and expects it to fail a chart whose values
-// cannot work.
+// everything turns on every option that can go together with the
+// admission policies.
+func everything() map[string]any {
+	return map[string]any{
+		"mcp":            map[string]any{"enabled": true},
+		"inbox":          map[string]any{"enabled": true},
+		"webhook":        map[string]any{"feedback": map[string]any{"enabled": true}},
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+	}
+}
+
+// webhookMode is everything in webhook mode.
+func webhookMode() map[string]any {
+	vals := everything()
+	vals["webhook"] = map[string]any{"mode": map[string]any{"enabled": true}}
+	return vals
+}
+
+// TestLint lints the chart as `helm lint --strict` does, with the defaults,
+// with every option on (in both admission modes) and with values at their
+// edges.
 func TestLint(t *testing.T) {
-	for name, vals := range map[string]map[string]any{
-		"defaults":   nil,
-		"everything": {"mcp": map[string]any{"enabled": true}, "webhook": map[string]any{"feedback": map[string]any{"enabled": true}}, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
-		"one replica without a budget": {"manager": map[string]any{
-			"replicas": 1, "leaderElect": false, "podDisruptionBudget": map[string]any{"enabled": false}}},
+	for name, c := range map[string]struct {
+		kube string
+		vals map[string]any
+	}{
+		"defaults":                       {latest, nil},
+		"everything":                     {latest, everything()},
+		"everything in webhook mode":     {latest, webhookMode()},
+		"webhook mode on 1.30":           {"v1.30.0", webhookMode()},
+		"without API priority":           {latest, map[string]any{"apf": map[string]any{"enabled": false}}},
+		"the inbox with mTLS, no secret": {latest, map[string]any{"inbox": mtlsInbox("")}},
+		"one replica without a budget": {latest, map[string]any{"manager": map[string]any{
+			"replicas": 1, "leaderElect": false, "podDisruptionBudget": map[string]any{"enabled": false}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			lint := action.NewLint()
-			lint.Strict, lint.Namespace, lint.KubeVersion = true, "hitl-system", kubeVersion(t)
-			res := lint.Run([]string{chartDir}, vals)
+			lint.Strict, lint.Namespace, lint.KubeVersion = true, "hitl-system", kubeVersion(t, c.kube)
+			res := lint.Run([]string{chartDir}, c.vals)
 			for _, m := range res.Messages {
 				t.Logf("%s", m)
 			}
@@ -66,18 +92,38 @@ func TestLint(t *testing.T) {
 	}
 }
 
+// mtlsInbox are inbox values where the proxy proves itself with a client
+// certificate, and with the shared secret in secretName unless it is empty.
+func mtlsInbox(secretName string) map[string]any {
+	return map[string]any{
+		"enabled":     true,
+		"proxySecret": map[string]any{"secretName": secretName},
+		"tls": map[string]any{"secretName": "inbox-tls", "clientCASecretName": "proxy-ca",
+			"proxyClientNames": []any{"oauth2-proxy.auth.svc", "proxy"}},
+	}
+}
+
 // TestTemplateRefusesValuesThatCannotWork: helm lint only logs a template's
 // fail, so these are rendered as helm install would.
 func TestTemplateRefusesValuesThatCannotWork(t *testing.T) {
+	inbox := func(v map[string]any) map[string]any { return map[string]any{"inbox": v} }
 	for name, c := range map[string]struct {
+		kube string
 		vals map[string]any
 		want string
 	}{
-		"a budget that blocks every drain": {map[string]any{"manager": map[string]any{"replicas": 1}}, "would block every node drain"},
-		"a ServiceMonitor without metrics": {map[string]any{"metrics": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}, "serviceMonitor.enabled needs metrics.enabled"},
+		"a budget that blocks every drain": {latest, map[string]any{"manager": map[string]any{"replicas": 1}}, "would block every node drain"},
+		"a ServiceMonitor without metrics": {latest, map[string]any{"metrics": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}, "serviceMonitor.enabled needs metrics.enabled"},
+		"webhook mode and the feedback webhook": {latest, map[string]any{"webhook": map[string]any{
+			"mode": map[string]any{"enabled": true}, "feedback": map[string]any{"enabled": true}}}, "webhook.mode.enabled serves the feedback webhook too"},
+		"admission policies before 1.36":  {"v1.35.4", nil, "Kubernetes v1.35.4 has no MutatingAdmissionPolicy (1.36 and later): set webhook.mode.enabled=true"},
+		"webhook mode before 1.30":        {"v1.29.9", webhookMode(), "chart requires kubeVersion: >=1.30.0-0"},
+		"an inbox that trusts any caller": {latest, inbox(map[string]any{"enabled": true, "proxySecret": map[string]any{"secretName": ""}}), "the proxy must prove itself"},
+		"client names without their CA":   {latest, inbox(map[string]any{"enabled": true, "tls": map[string]any{"secretName": "tls", "proxyClientNames": []any{"proxy"}}}), "inbox.tls.proxyClientNames needs inbox.tls.clientCASecretName"},
+		"a client CA without serving TLS": {latest, inbox(map[string]any{"enabled": true, "tls": map[string]any{"clientCASecretName": "ca", "proxyClientNames": []any{"proxy"}}}), "inbox.tls.clientCASecretName (mTLS) needs inbox.tls.secretName"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, _, err := render("hitl-system", c.vals); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, _, err := render("hitl-system", c.kube, c.vals); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error with %q", err, c.want)
 			}
 		})
@@ -129,22 +175,7 @@ func TestTemplateIsAHighlyAvailableRestrictedInstall(t *testing.T) {
 	if lim, _, _ := unstructured.NestedString(c, "resources", "limits", "memory"); lim == "" {
 		t.Error("no memory limit")
 	}
-	// The restricted Pod Security Standard.
-	if v, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !v {
-		t.Error("the pod may run as root")
-	}
-	if v, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type"); v != "RuntimeDefault" {
-		t.Errorf("seccompProfile %q", v)
-	}
-	if v, found, _ := unstructured.NestedBool(c, "securityContext", "allowPrivilegeEscalation"); !found || v {
-		t.Error("the container may escalate privileges")
-	}
-	if v, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !v {
-		t.Error("the root file system is writable")
-	}
-	if v, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(v, []string{"ALL"}) {
-		t.Errorf("capabilities dropped: %v", v)
-	}
+	checkRestricted(t, "the manager", pod)
 	if len(byKind["PodDisruptionBudget"]) != 1 {
 		t.Fatal("no PodDisruptionBudget")
 	}
@@ -176,6 +207,216 @@ func TestTemplateIsAHighlyAvailableRestrictedInstall(t *testing.T) {
 	}
 }
 
+// TestTemplateToggles renders each option on and off (into team-x, so that
+// nothing passes by naming hitl-system) and checks the objects and flags it
+// adds or takes away.
+func TestTemplateToggles(t *testing.T) {
+	const ns = "team-x"
+	mutatingPolicies := []string{
+		"MutatingAdmissionPolicy /hitl-question-agent-label", "MutatingAdmissionPolicyBinding /hitl-question-agent-label",
+		"MutatingAdmissionPolicy /hitl-reply-identity", "MutatingAdmissionPolicyBinding /hitl-reply-identity",
+	}
+	validatingPolicies := []string{
+		"ValidatingAdmissionPolicy /hitl-question-identity", "ValidatingAdmissionPolicy /hitl-question-timeout",
+		"ValidatingAdmissionPolicy /hitl-reply-identity", "ConfigMap team-x/hitl-admission",
+	}
+	apf := []string{"PriorityLevelConfiguration /hitl-manager", "FlowSchema /hitl-manager"}
+	inbox := []string{"Deployment team-x/hitl-inbox", "ServiceAccount team-x/hitl-inbox", "ClusterRole /hitl-inbox",
+		"ClusterRoleBinding /hitl-inbox", "Service team-x/hitl-inbox", "NetworkPolicy team-x/hitl-inbox"}
+	feedback := []string{"ValidatingWebhookConfiguration /hitl-validating-webhook-configuration", "Service team-x/hitl-webhook-service",
+		"Role team-x/hitl-webhook-certificate-role", "ClusterRole /hitl-webhook-ca-injector"}
+	mutatingWebhooks := "MutatingWebhookConfiguration /hitl-mutating-webhook-configuration"
+	webhookArgs := []string{"--enable-webhooks", "--webhook-cert-secret=hitl-webhook-server-cert"}
+
+	t.Run("defaults", func(t *testing.T) {
+		objs := byKey(template(t, ns, nil))
+		has(t, objs, append(append(mutatingPolicies, validatingPolicies...), apf...)...)
+		hasNot(t, objs, append(append(inbox, feedback...), mutatingWebhooks)...)
+		args(t, objs, "hitl-controller-manager", nil, webhookArgs)
+		// The FlowSchema is the manager's.
+		subjects, _, _ := unstructured.NestedSlice(objs["FlowSchema /hitl-manager"].Object, "spec", "rules")
+		if got := fmt.Sprint(subjects); !strings.Contains(got, "map[name:hitl-controller-manager namespace:team-x]") {
+			t.Errorf("the FlowSchema's rules %s are not the manager's ServiceAccount's", got)
+		}
+	})
+	t.Run("apf off", func(t *testing.T) {
+		hasNot(t, byKey(template(t, ns, map[string]any{"apf": map[string]any{"enabled": false}})), apf...)
+	})
+
+	t.Run("inbox", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"inbox": map[string]any{"enabled": true}}))
+		has(t, objs, inbox...)
+		// Impersonating users and groups and nothing else, bound to its own
+		// ServiceAccount only.
+		rules, _, _ := unstructured.NestedSlice(objs["ClusterRole /hitl-inbox"].Object, "rules")
+		want := []any{
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"users"}, "verbs": []any{"impersonate"}},
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"groups"}, "verbs": []any{"impersonate"}},
+		}
+		if !equality.Semantic.DeepEqual(rules, want) {
+			t.Errorf("the inbox's ClusterRole grants %v, want %v", rules, want)
+		}
+		b := objs["ClusterRoleBinding /hitl-inbox"].Object
+		subjects, _, _ := unstructured.NestedSlice(b, "subjects")
+		if ref, _, _ := unstructured.NestedString(b, "roleRef", "name"); ref != "hitl-inbox" || !equality.Semantic.DeepEqual(subjects,
+			[]any{map[string]any{"kind": "ServiceAccount", "name": "hitl-inbox", "namespace": ns}}) {
+			t.Errorf("the inbox's ClusterRoleBinding binds %s to %v", ref, subjects)
+		}
+		pod, _, _ := unstructured.NestedMap(objs["Deployment team-x/hitl-inbox"].Object, "spec", "template", "spec")
+		checkRestricted(t, "the inbox", pod)
+		if pod["serviceAccountName"] != "hitl-inbox" {
+			t.Errorf("the inbox runs as %v", pod["serviceAccountName"])
+		}
+		args(t, objs, "hitl-inbox", []string{"--user-header=X-Forwarded-User", "--groups-header=X-Forwarded-Groups",
+			"--proxy-secret-header=X-Hitl-Proxy-Secret", "--proxy-secret-file=/etc/hitl-inbox/proxy/secret"}, []string{"--tls-cert-file"})
+		if v := fmt.Sprint(pod["volumes"]); !strings.Contains(v, "secretName:hitl-inbox-proxy") {
+			t.Errorf("the inbox does not mount the Secret hitl-inbox-proxy: %s", v)
+		}
+	})
+	t.Run("inbox with other headers, namespaces, no NetworkPolicy", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"inbox": map[string]any{"enabled": true,
+			"userHeader": "X-Auth-Request-User", "groupsHeader": "X-Auth-Request-Groups",
+			"proxySecret":   map[string]any{"secretName": "proxy", "key": "token", "header": "X-Proxy-Token"},
+			"namespaces":    []any{"agents", "bots"},
+			"networkPolicy": map[string]any{"enabled": false}}}))
+		hasNot(t, objs, "NetworkPolicy team-x/hitl-inbox")
+		args(t, objs, "hitl-inbox", []string{"--user-header=X-Auth-Request-User", "--groups-header=X-Auth-Request-Groups",
+			"--proxy-secret-header=X-Proxy-Token", "--proxy-secret-file=/etc/hitl-inbox/proxy/token", "--namespaces=agents,bots"}, nil)
+	})
+	t.Run("inbox with mTLS and no shared secret", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"inbox": mtlsInbox("")}))
+		args(t, objs, "hitl-inbox", []string{"--tls-cert-file=/etc/hitl-inbox/tls/tls.crt", "--tls-key-file=/etc/hitl-inbox/tls/tls.key",
+			"--client-ca-file=/etc/hitl-inbox/client-ca/ca.crt", "--proxy-client-names=oauth2-proxy.auth.svc,proxy"}, []string{"--proxy-secret-file"})
+		c := container(t, objs, "hitl-inbox")
+		// The kubelet cannot pass the mTLS handshake: the probes connect only.
+		for _, p := range []string{"livenessProbe", "readinessProbe"} {
+			if _, ok, _ := unstructured.NestedMap(c, p, "tcpSocket"); !ok {
+				t.Errorf("the %s is not a TCP probe: %v", p, c[p])
+			}
+		}
+		pod, _, _ := unstructured.NestedMap(objs["Deployment team-x/hitl-inbox"].Object, "spec", "template", "spec")
+		if v := fmt.Sprint(pod["volumes"]); strings.Contains(v, "hitl-inbox-proxy") || !strings.Contains(v, "secretName:inbox-tls") || !strings.Contains(v, "secretName:proxy-ca") {
+			t.Errorf("volumes %s, want the TLS and CA Secrets and no shared secret", v)
+		}
+	})
+	t.Run("inbox with TLS probes over HTTPS", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"inbox": map[string]any{"enabled": true, "tls": map[string]any{"secretName": "inbox-tls"}}}))
+		if s, _, _ := unstructured.NestedString(container(t, objs, "hitl-inbox"), "readinessProbe", "httpGet", "scheme"); s != "HTTPS" {
+			t.Errorf("readiness probe scheme %q, want HTTPS", s)
+		}
+	})
+
+	t.Run("feedback webhook", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}}))
+		has(t, objs, append(append(feedback, mutatingPolicies...), validatingPolicies...)...)
+		hasNot(t, objs, mutatingWebhooks)
+		args(t, objs, "hitl-controller-manager", webhookArgs, nil)
+	})
+	for _, kube := range []string{"v1.30.0", "v1.35.4", latest} {
+		t.Run("webhook mode on "+kube, func(t *testing.T) {
+			objs := byKey(templateFor(t, ns, kube, map[string]any{"webhook": map[string]any{"mode": map[string]any{"enabled": true}}}))
+			// The mutating webhooks stamp in place of the mutating
+			// policies; identity and authorization are still the
+			// validating policies' (config/webhook-mode).
+			has(t, objs, append(append(feedback, mutatingWebhooks), validatingPolicies...)...)
+			hasNot(t, objs, mutatingPolicies...)
+			args(t, objs, "hitl-controller-manager", webhookArgs, nil)
+			hooks, _, _ := unstructured.NestedSlice(objs[mutatingWebhooks].Object, "webhooks")
+			for _, h := range hooks {
+				if h := h.(map[string]any); h["failurePolicy"] != "Fail" {
+					t.Errorf("the mutating webhook %v fails %v, not closed", h["name"], h["failurePolicy"])
+				}
+			}
+		})
+	}
+}
+
+func byKey(objs, _ []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	m := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		m[key(o)] = o
+	}
+	return m
+}
+
+func has(t *testing.T, objs map[string]*unstructured.Unstructured, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if objs[k] == nil {
+			t.Errorf("no %s", k)
+		}
+	}
+}
+
+func hasNot(t *testing.T, objs map[string]*unstructured.Unstructured, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if objs[k] != nil {
+			t.Errorf("an unexpected %s", k)
+		}
+	}
+}
+
+// container is the first container of the Deployment name.
+func container(t *testing.T, objs map[string]*unstructured.Unstructured, name string) map[string]any {
+	t.Helper()
+	for k, o := range objs {
+		if strings.HasPrefix(k, "Deployment ") && o.GetName() == name {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if len(cs) > 0 {
+				return cs[0].(map[string]any)
+			}
+		}
+	}
+	t.Fatalf("no Deployment %s with a container", name)
+	return nil
+}
+
+// args checks that the arguments of the Deployment name's container include
+// every one of want, and none that starts with one of unwanted.
+func args(t *testing.T, objs map[string]*unstructured.Unstructured, name string, want, unwanted []string) {
+	t.Helper()
+	got, _, _ := unstructured.NestedStringSlice(container(t, objs, name), "args")
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s's args %v lack %s", name, got, w)
+		}
+	}
+	for _, u := range unwanted {
+		if slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, u) }) {
+			t.Errorf("%s's args %v have %s", name, got, u)
+		}
+	}
+}
+
+// checkRestricted checks that a pod meets the restricted Pod Security
+// Standard, every container of it.
+func checkRestricted(t *testing.T, what string, pod map[string]any) {
+	t.Helper()
+	if v, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !v {
+		t.Errorf("%s may run as root", what)
+	}
+	if v, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type"); v != "RuntimeDefault" {
+		t.Errorf("%s: seccompProfile %q", what, v)
+	}
+	cs, _, _ := unstructured.NestedSlice(pod, "containers")
+	if len(cs) == 0 {
+		t.Errorf("%s has no container", what)
+	}
+	for _, c := range cs {
+		c := c.(map[string]any)
+		if v, found, _ := unstructured.NestedBool(c, "securityContext", "allowPrivilegeEscalation"); !found || v {
+			t.Errorf("%s: container %v may escalate privileges", what, c["name"])
+		}
+		if v, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !v {
+			t.Errorf("%s: the root file system of container %v is writable", what, c["name"])
+		}
+		if v, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(v, []string{"ALL"}) {
+			t.Errorf("%s: container %v drops capabilities %v, not ALL", what, c["name"], v)
+		}
+	}
+}
+
 // TestChartEqualsConfig renders the chart into hitl-system with its options
 // and the overlay of config/ that installs the same, and compares them
 // object by object.
@@ -183,12 +424,17 @@ func TestChartEqualsConfig(t *testing.T) {
 	for overlay, vals := range map[string]map[string]any{
 		"default":          {},
 		"mcp":              {"mcp": map[string]any{"enabled": true}},
+		"inbox":            {"inbox": map[string]any{"enabled": true}},
 		"webhook-feedback": {"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}},
+		"webhook-mode":     {"webhook": map[string]any{"mode": map[string]any{"enabled": true}}},
 	} {
 		t.Run(overlay, func(t *testing.T) {
-			vals["image"] = map[string]any{"tag": "latest"}
-			objs, crds := template(t, "hitl-system", vals)
 			want := kustomize(t, filepath.Join(configDir, overlay))
+			vals["image"] = map[string]any{"tag": "latest"}
+			// config/apf is in the overlays that list it (config/default's
+			// FlowSchema is required by TestTemplateToggles).
+			vals["apf"] = map[string]any{"enabled": slices.ContainsFunc(want, func(o *unstructured.Unstructured) bool { return o.GetKind() == "FlowSchema" })}
+			objs, crds := template(t, "hitl-system", vals)
 			chart := map[string]*unstructured.Unstructured{}
 			for _, o := range append(objs, crds...) {
 				chart[key(o)] = o
@@ -230,9 +476,12 @@ func comparable(o *unstructured.Unstructured) map[string]any {
 	return c.Object
 }
 
-// TestChartAppliesServerSide applies the rendered chart to a real API
-// server as `helm install` would (CRDs first), and checks that its
-// admission policies then act.
+// TestChartAppliesServerSide applies the rendered chart with every option
+// (but the ServiceMonitor, whose CRD the API server lacks) to a real API
+// server as `helm install` would (CRDs first), and checks that its admission
+// policies then act; then upgrades it to webhook mode, as `helm upgrade`
+// would (what the new release lacks is deleted), and checks that its
+// mutating webhook, which no manager serves here, now decides.
 func TestChartAppliesServerSide(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join(testenv.Root(), "bin", "k8s"))
@@ -251,8 +500,16 @@ func TestChartAppliesServerSide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	objs, crds := template(t, "hitl-system", map[string]any{"mcp": map[string]any{"enabled": true},
-		"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}})
+	noMonitor := func(vals map[string]any) map[string]any {
+		delete(vals, "serviceMonitor")
+		return vals
+	}
+	objs, crds := template(t, "hitl-system", noMonitor(everything()))
+	for _, k := range []string{"Deployment hitl-system/hitl-inbox", "FlowSchema /hitl-manager", "Deployment hitl-system/hitl-mcp", "ValidatingWebhookConfiguration /hitl-validating-webhook-configuration"} {
+		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return key(o) == k }) {
+			t.Errorf("everything renders no %s", k)
+		}
+	}
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "hitl-system"}}}
 	apply := func(o *unstructured.Unstructured) {
 		t.Helper()
@@ -280,6 +537,35 @@ func TestChartAppliesServerSide(t *testing.T) {
 	}
 	if err := testenv.WaitForPolicies(ctx, c, "hitl-system", true, time.Minute); err != nil {
 		t.Fatalf("the chart's admission policies do not act: %v", err)
+	}
+
+	upgraded, _ := template(t, "hitl-system", noMonitor(webhookMode()))
+	for _, o := range upgraded {
+		apply(o)
+	}
+	for _, o := range objs {
+		if !slices.ContainsFunc(upgraded, func(u *unstructured.Unstructured) bool { return key(u) == key(o) }) {
+			if err := c.Delete(ctx, o); err != nil {
+				t.Fatalf("deleting %s, which webhook mode lacks: %v", key(o), err)
+			}
+		}
+	}
+	// The API server calls the webhook (and fails: nothing serves it)
+	// once it has seen the configuration.
+	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hitl.dev/v1alpha1", "kind": "UserQuestion",
+		"metadata": map[string]any{"namespace": "hitl-system", "name": "probe"}, "spec": map[string]any{}}}
+	deadline := time.After(30 * time.Second)
+	for {
+		err := c.Create(ctx, q.DeepCopy(), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), `failed calling webhook "muserquestion.hitl.dev"`) {
+			t.Logf("webhook mode: %v", err)
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the mutating webhook muserquestion.hitl.dev is not called: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -321,21 +607,29 @@ func number(obj map[string]any, fields ...string) int64 {
 	return -1
 }
 
-// kubeVersion is the version of the API servers the tests run.
-func kubeVersion(t *testing.T) *common.KubeVersion {
+// latest is the version of the API servers the tests run.
+const latest = "v1.37.2"
+
+func kubeVersion(t *testing.T, version string) *common.KubeVersion {
 	t.Helper()
-	v, err := common.ParseKubeVersion("v1.37.2")
+	v, err := common.ParseKubeVersion(version)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-// template renders the chart as `helm template --include-crds` does and
-// returns its objects and its CRDs.
+// template renders the chart for the latest Kubernetes as `helm template
+// --include-crds` does and returns its objects and its CRDs.
 func template(t *testing.T, namespace string, vals map[string]any) (objs, crds []*unstructured.Unstructured) {
 	t.Helper()
-	manifest, crdFiles, err := render(namespace, vals)
+	return templateFor(t, namespace, latest, vals)
+}
+
+// templateFor is template for Kubernetes kube.
+func templateFor(t *testing.T, namespace, kube string, vals map[string]any) (objs, crds []*unstructured.Unstructured) {
+	t.Helper()
+	manifest, crdFiles, err := render(namespace, kube, vals)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -346,12 +640,12 @@ func template(t *testing.T, namespace string, vals map[string]any) (objs, crds [
 	return objs, crds
 }
 
-func render(namespace string, vals map[string]any) (string, [][]byte, error) {
+func render(namespace, kube string, vals map[string]any) (string, [][]byte, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return "", nil, err
 	}
-	kv, err := common.ParseKubeVersion("v1.37.2")
+	kv, err := common.ParseKubeVersion(kube)
 	if err != nil {
 		return "", nil, err
 	}

@@ -21,3 +21,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: hitl
 app.kubernetes.io/component: manager
 {{- end -}}
+
+{{/* The web inbox's pods, as config/inbox selects them. */}}
+{{- define "hitl.inboxSelector" -}}
+app.kubernetes.io/name: hitl
+app.kubernetes.io/component: inbox
+{{- end -}}
+
+{{/* Non-empty when the manager serves webhooks: the feedback webhook alone, or all of them (webhook mode). */}}
+{{- define "hitl.webhooks" -}}
+{{- if or .Values.webhook.feedback.enabled .Values.webhook.mode.enabled }}true{{ end -}}
+{{- end -}}
