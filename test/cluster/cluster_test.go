@@ -7,6 +7,8 @@
 // own ServiceAccounts asking through pkg/agent; people answer with kubectl
 // hitl as users bound to the shipped hitl-answerer role; only the platform
 // team's steps (installing, deleting a Pod, draining the node) run as admin.
+// The Helm install also runs the web inbox, called through its Service as
+// its authenticating proxy would and as a caller that bypasses the proxy.
 //
 // It runs inside the cluster's network namespace (hack/cluster/e2e.sh) and
 // reads its inputs from the environment:
@@ -22,8 +24,10 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -86,6 +90,9 @@ type install struct {
 	name      string
 	install   func(t *testing.T) error
 	uninstall func(t *testing.T) error
+	// inboxSecret is the secret shared with the proxy of the web inbox that
+	// the install runs, if it runs one.
+	inboxSecret string
 }
 
 func TestCluster(t *testing.T) {
@@ -95,16 +102,35 @@ func TestCluster(t *testing.T) {
 	state := env(t, "HITL_CLUSTER_STATE")
 	helm, chart, manifest := env(t, "HITL_HELM"), env(t, "HITL_CHART"), env(t, "HITL_INSTALL_YAML")
 	admin := newUser(t, state, "admin")
+	// The Helm install runs the web inbox too, listing the questions of the
+	// team's namespace (runInstall's), behind the proxy secret the platform
+	// team creates first.
+	inboxSecret := rand.Text()
 	installs := []install{
 		{
 			name: "helm",
 			install: func(t *testing.T) error {
-				args := []string{"install", "hitl", chart, "--namespace", installNS, "--create-namespace"}
+				for _, o := range []client.Object{
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNS}},
+					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: inboxProxySecret},
+						StringData: map[string]string{"secret": inboxSecret}},
+				} {
+					if err := admin.c.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+						return err
+					}
+				}
+				args := []string{"install", "hitl", chart, "--namespace", installNS, "--create-namespace",
+					"--set", "inbox.enabled=true", "--set", "inbox.namespaces={" + teamNS("helm") + "}"}
 				return admin.run(t, helm, append(args, strings.Fields(os.Getenv("HITL_HELM_ARGS"))...)...).err()
 			},
 			uninstall: func(t *testing.T) error {
-				return admin.run(t, helm, "uninstall", "hitl", "--namespace", installNS, "--wait").err()
+				if err := admin.run(t, helm, "uninstall", "hitl", "--namespace", installNS, "--wait").err(); err != nil {
+					return err
+				}
+				return client.IgnoreNotFound(admin.c.Delete(context.Background(),
+					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: inboxProxySecret}}))
 			},
+			inboxSecret: inboxSecret,
 		},
 		{
 			name: "install.yaml",
@@ -146,10 +172,16 @@ func runInstall(t *testing.T, state string, admin *user, in install) {
 		}
 	})
 
-	ns := "team-" + strings.ReplaceAll(in.name, ".", "-")
+	ns := teamNS(in.name)
 	setUpTeam(t, state, admin, ns)
 	alice := newUser(t, state, "alice")
 	bob := newUser(t, state, "bob")
+
+	if in.inboxSecret != "" {
+		t.Run("the web inbox is Ready, refuses a caller without the proxy's secret and lists as the person the proxy names", func(t *testing.T) {
+			checkInbox(t, admin, in.inboxSecret)
+		})
+	}
 
 	t.Run("an agent Pod asks through the SDK and a person answers with kubectl hitl", func(t *testing.T) {
 		pod := startAgentPod(t, admin, ns, releaseBot, "deploy-target", "Deploy to production?")
@@ -244,6 +276,105 @@ func runInstall(t *testing.T, state string, admin *user, in install) {
 	if res := admin.run(t, "kubectl", "delete", "namespace", ns, "--wait", "--timeout", "120s"); res.code != 0 {
 		t.Fatalf("deleting %s (the namespace controller of kube-controller-manager empties it): %s", ns, res.out)
 	}
+}
+
+// teamNS is the namespace of the team that runInstall sets up for an install.
+func teamNS(install string) string { return "team-" + strings.ReplaceAll(install, ".", "-") }
+
+// --- the web inbox -----------------------------------------------------------
+
+// inboxProxySecret is the Secret the chart's inbox reads the proxy's shared
+// secret from by default.
+const inboxProxySecret = "hitl-inbox-proxy"
+
+// checkInbox calls the chart's inbox through its Service as the
+// authenticating proxy would, and as a caller that bypasses the proxy.
+// alice, bound to hitl-answerer in the team's namespace, gets the list of
+// its questions; bob, bound to nothing, gets told why not: the inbox acts as
+// each of them, by impersonation.
+func checkInbox(t *testing.T, admin *user, secret string) {
+	eventually(t, 2*time.Minute, "the inbox Deployment Available", func() error {
+		d, err := admin.kube.AppsV1().Deployments(installNS).Get(t.Context(), "hitl-inbox", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 1 || !available(d) {
+			return fmt.Errorf("%d Ready, Available %v", d.Status.ReadyReplicas, available(d))
+		}
+		return nil
+	})
+	svc, err := admin.kube.CoreV1().Services(installNS).Get(t.Context(), "hitl-inbox", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://%s:8080", svc.Spec.ClusterIP)
+	httpc := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string, header map[string]string) (int, string, error) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(body), nil
+	}
+	// The Service may lag the Pod's readiness by a moment.
+	eventually(t, 30*time.Second, "the inbox's Service answering", func() error {
+		_, _, err := get("/healthz", nil)
+		return err
+	})
+	for name, header := range map[string]map[string]string{
+		"no header":           nil,
+		"a user, no secret":   {"X-Forwarded-User": "alice"},
+		"a user, bad secret":  {"X-Forwarded-User": "alice", "X-Hitl-Proxy-Secret": strings.Repeat("x", len(secret))},
+		"the secret, no user": {"X-Hitl-Proxy-Secret": secret},
+	} {
+		if code, body, err := get("/", header); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, %v, %.200s; want 401", name, code, err, body)
+		}
+	}
+	code, body, err := get("/", map[string]string{"X-Forwarded-User": "alice", "X-Hitl-Proxy-Secret": secret})
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "alice") {
+		t.Fatalf("through the proxy as alice: status %d, %v, %.300s; want her page", code, err, body)
+	}
+	// The first message of the event stream: the list (made as alice), or
+	// the problem (bob may not list questions).
+	for user, want := range map[string]string{"alice": `"type":"reset"`, "bob": `"type":"problem"`} {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+		req.Header.Set("X-Forwarded-User", user)
+		req.Header.Set("X-Hitl-Proxy-Secret", secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s's event stream: %v", user, err)
+		}
+		got, err := firstEvent(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s's first event %.300q (%v), want one with %s", user, got, err, want)
+		}
+	}
+}
+
+// firstEvent reads a server-sent event stream up to its first data line.
+func firstEvent(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data:") {
+			return line, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", io.ErrUnexpectedEOF
 }
 
 // --- identities ------------------------------------------------------------
