@@ -263,6 +263,12 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 		{"subject in the base's namespace", dflt, "ClusterRoleBinding", "", func(o map[string]any) {
 			item(o, "subjects", 0)["namespace"] = "system"
 		}, "a subject names ServiceAccount system/hitl-controller-manager"},
+		{"FlowSchema naming the ServiceAccount without the prefix", dflt, "FlowSchema", "", func(o map[string]any) {
+			at(item(item(at(o, "spec"), "rules", 0), "subjects", 0), "serviceAccount")["name"] = "controller-manager"
+		}, "a subject names ServiceAccount hitl-system/controller-manager"},
+		{"FlowSchema naming a missing priority level", dflt, "FlowSchema", "", func(o map[string]any) {
+			at(o, "spec", "priorityLevelConfiguration")["name"] = "manager"
+		}, "spec.priorityLevelConfiguration names PriorityLevelConfiguration manager"},
 		{"namespace not in the output", dflt, "Namespace", "", func(o map[string]any) {
 			at(o, "metadata")["name"] = "system"
 		}, "its namespace is not in the output"},

@@ -25,6 +25,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -89,6 +90,7 @@ func TestDefaultOverlayIsComplete(t *testing.T) {
 		"Role", "RoleBinding", "Deployment", "ConfigMap",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 		"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+		"FlowSchema", "PriorityLevelConfiguration",
 	} {
 		if len(set.byKind[kind]) == 0 {
 			t.Errorf("config/default has no %s", kind)
@@ -178,6 +180,56 @@ func TestDefaultOverlayIsComplete(t *testing.T) {
 		}
 		if !granted {
 			t.Errorf("the manager may not create %s: it cannot check who scrapes its metrics", need.resource)
+		}
+	}
+	// API Priority and Fairness: the manager's own requests, and only
+	// them, go to its own priority level, ahead of the built-in
+	// service-accounts FlowSchema that would otherwise put them in
+	// workload-low with every other ServiceAccount's.
+	if f := set.get("FlowSchema", "", "hitl-manager"); f == nil {
+		t.Error("config/default has no FlowSchema hitl-manager")
+	} else {
+		fs := f.typed.(*flowcontrolv1.FlowSchema)
+		if fs.Spec.MatchingPrecedence <= 900 || fs.Spec.MatchingPrecedence >= 9000 {
+			t.Errorf("%s: matchingPrecedence %d is not between the system FlowSchemas (up to 900) and service-accounts (9000)", f, fs.Spec.MatchingPrecedence)
+		}
+		if fs.Spec.DistinguisherMethod == nil || fs.Spec.DistinguisherMethod.Type != flowcontrolv1.FlowDistinguisherMethodByUserType {
+			t.Errorf("%s: want distinguisherMethod ByUser", f)
+		}
+		if pl := set.get("PriorityLevelConfiguration", "", fs.Spec.PriorityLevelConfiguration.Name); pl == nil || pl.Name != "hitl-manager" {
+			t.Errorf("%s: priority level %s, want hitl-manager", f, fs.Spec.PriorityLevelConfiguration.Name)
+		} else if l := pl.typed.(*flowcontrolv1.PriorityLevelConfiguration).Spec.Limited; l == nil || l.LimitResponse.Type != flowcontrolv1.LimitResponseTypeQueue {
+			t.Errorf("%s: want a Limited level that queues", pl)
+		}
+		var managerSA string
+		for _, d := range set.byKind["Deployment"] {
+			managerSA = "system:serviceaccount:" + d.Namespace + ":" + d.typed.(*appsv1.Deployment).Spec.Template.Spec.ServiceAccountName
+		}
+		var subjects []string
+		resources := map[string]bool{}
+		for _, r := range fs.Spec.Rules {
+			for _, sub := range r.Subjects {
+				if sa := sub.ServiceAccount; sa != nil {
+					subjects = append(subjects, "system:serviceaccount:"+sa.Namespace+":"+sa.Name)
+				} else {
+					subjects = append(subjects, fmt.Sprintf("%s %+v %+v", sub.Kind, sub.User, sub.Group))
+				}
+			}
+			for _, rr := range r.ResourceRules {
+				for _, g := range rr.APIGroups {
+					for _, res := range rr.Resources {
+						resources[g+"/"+res] = slices.Contains(rr.Verbs, "update") || slices.Contains(rr.Verbs, "create")
+					}
+				}
+			}
+		}
+		if len(subjects) != 1 || subjects[0] != managerSA {
+			t.Errorf("%s: subjects %v, want the manager's ServiceAccount %s alone", f, subjects, managerSA)
+		}
+		for _, res := range []string{"hitl.dev/userquestions/status", "hitl.dev/questionreplies/status", "coordination.k8s.io/leases", "events.k8s.io/events"} {
+			if !resources[res] {
+				t.Errorf("%s: the manager's writes to %s are not in it", f, res)
+			}
 		}
 	}
 	// Its references are TestEveryKustomizationRendersConsistently's part,
@@ -618,6 +670,22 @@ func (s *objectSet) problems(complete bool) []string {
 		checkSubjects(o, b.Subjects, want, errorf)
 	}
 
+	// A FlowSchema sends its requests to a priority level that is there,
+	// and names ServiceAccounts that are (config/default renames the
+	// manager's by a replacement: kustomize does not follow names into a
+	// FlowSchema).
+	for _, o := range s.byKind["FlowSchema"] {
+		f := o.typed.(*flowcontrolv1.FlowSchema)
+		want(o, "spec.priorityLevelConfiguration", "PriorityLevelConfiguration", "", f.Spec.PriorityLevelConfiguration.Name)
+		for _, r := range f.Spec.Rules {
+			for _, sub := range r.Subjects {
+				if sub.Kind == flowcontrolv1.SubjectKindServiceAccount && sub.ServiceAccount != nil {
+					want(o, "a subject", "ServiceAccount", sub.ServiceAccount.Namespace, sub.ServiceAccount.Name)
+				}
+			}
+		}
+	}
+
 	for _, o := range s.byKind["Deployment"] {
 		d := o.typed.(*appsv1.Deployment)
 		pod := d.Spec.Template.Spec
@@ -708,7 +776,7 @@ var clusterScoped = map[string]bool{
 	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
-	"ClusterIssuer": true,
+	"ClusterIssuer": true, "FlowSchema": true, "PriorityLevelConfiguration": true,
 }
 
 // overlayProblems lists what is wrong with the install overlay config/<name>
