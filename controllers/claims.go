@@ -1,14 +1,11 @@
 package controllers
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -109,15 +106,4 @@ func (t *claimTracker) forget(question types.NamespacedName) {
 
 func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	return hitlv1.ClaimLeaseDuration(l.Spec.LeaseDurationSeconds)
-}
-
-// liveClaims lists a question's claim Leases from the API server, not the
-// cache.
-func (r *UserQuestionReconciler) liveClaims(ctx context.Context, q *hitlv1.UserQuestion) ([]coordinationv1.Lease, error) {
-	var list coordinationv1.LeaseList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(q.Namespace),
-		client.MatchingLabels{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: q.Name}); err != nil {
-		return nil, fmt.Errorf("reading the claims from the API server: %w", err)
-	}
-	return list.Items, nil
 }

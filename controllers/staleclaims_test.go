@@ -82,7 +82,7 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 		}
 	}
 	r := &UserQuestionReconciler{Client: cache, APIReader: api, Clock: clk, Recorder: events.NewFakeRecorder(100),
-		claims: newClaimTracker(), grants: newGrantCache(), own: newOwnWrites()}
+		claims: newClaimTracker(), claimReads: newClaimReads(api, clk), grants: newGrantCache(), own: newOwnWrites()}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "q"}}
 	reconcile := func() hitlv1.QuestionState {
 		t.Helper()

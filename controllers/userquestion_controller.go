@@ -67,6 +67,8 @@ type UserQuestionReconciler struct {
 	Recorder events.EventRecorder
 
 	claims *claimTracker
+	// claimReads reads the claims from the API server before a window closes.
+	claimReads *claimReads
 	// grants remembers recent "allowed" answers of the authorizer.
 	grants *grantCache
 	// own stands in for the cache until it has the controller's writes.
@@ -105,6 +107,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 		r.Clock = clock.RealClock{}
 	}
 	r.claims = newClaimTracker()
+	r.claimReads = newClaimReads(r.APIReader, r.Clock)
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
 	registerMetrics(&collectorSource{reader: mgr.GetCache(), claims: r.claims, clock: r.Clock})
@@ -204,18 +207,12 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	now := r.Clock.Now()
 	claims, heldUntil := r.claims.observe(req.NamespacedName, leases.Items, now)
 
-	d := Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused})
+	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused}
+	d := Decide(in)
 	if d.Transition == hitlv1.StateContinued {
-		// The window closes. The cache may have missed a claim or its
-		// renewal (its watch broken by an API server restart, or behind):
-		// read the question's claims from the API server itself, count a
-		// claim or renewal found there as observed now, and decide again.
-		// One small read per closed window; the close is written once.
-		if leases.Items, err = r.liveClaims(ctx, q); err != nil {
+		if d, err = r.confirmClose(ctx, in, d); err != nil {
 			return ctrl.Result{}, err
 		}
-		claims, heldUntil = r.claims.observe(req.NamespacedName, leases.Items, now)
-		d = Decide(Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused})
 	}
 	if d.Expired {
 		if p, ok := r.Recorder.(interface{ Pending(types.UID) bool }); ok && p.Pending(q.UID) {
@@ -239,6 +236,37 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// A due deadline goes ahead of the work that events bring (new
 	// questions, replies, renewals), so that it is written on time.
 	return ctrl.Result{RequeueAfter: d.RequeueAfter, Priority: ptr.To(scheduledPriority)}, nil
+}
+
+// confirmClose checks a window that the cache says has closed against the
+// claims the API server holds: the cache may have missed a claim or its
+// renewal (its watch broken by an API server restart, or behind). The
+// window closes at the time of a read of the claims sent once it was due
+// to close (its deadline, and the expiry of the claims the cache knows),
+// which the other windows due by then share; a claim or renewal found there
+// counts as observed when the read returned. When that read shows a claim
+// holding the window, a read sent now decides.
+func (r *UserQuestionReconciler) confirmClose(ctx context.Context, in Inputs, d Decision) (Decision, error) {
+	q := in.Question
+	due := d.Status.Deadline.Time
+	for _, c := range in.Claims {
+		if c.ExpiresAt.After(due) {
+			due = c.ExpiresAt
+		}
+	}
+	now := in.Now
+	for _, since := range []time.Time{due, now} {
+		read, err := r.claimReads.since(ctx, q.Namespace, since)
+		if err != nil {
+			return Decision{}, err
+		}
+		in.Claims, in.HeldUntil = r.claims.observe(client.ObjectKeyFromObject(q), read.of(q.Name), r.Clock.Now())
+		in.Now = read.at
+		if d = Decide(in); d.Transition == hitlv1.StateContinued || !read.at.Before(now) {
+			break
+		}
+	}
+	return d, nil
 }
 
 // repliesOf lists the replies naming a question, in creation order.
