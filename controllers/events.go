@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/reference"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,10 +40,16 @@ const (
 	eventAttempts = 3
 )
 
-var eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "hitl_events_total",
-	Help: "Events the controller recorded, by result: written, dropped (the queue was full) or failed.",
-}, []string{"result"})
+var (
+	eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_events_total",
+		Help: "Events the controller recorded, by result: written, aggregated (a Continued Event over its namespace's budget, folded into a summary Event, which counts as written), dropped (the queue was full) or failed.",
+	}, []string{"result"})
+	eventsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hitl_events_queued",
+		Help: "Events recorded and not yet written: the event writer's backlog.",
+	})
+)
 
 // EventWriter records events.k8s.io Events with a fixed number of writers
 // and a bounded queue. client-go's recorder writes each event from its own
@@ -51,16 +58,21 @@ var eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 // that is a thousand event writes racing the status writes, and memory
 // that grows with the burst. hitl's events are one per transition of each
 // object, so they never form series, and nothing needs to be kept once
-// written. It is a manager Runnable; events recorded before it starts wait
-// in the queue.
+// written; the routine ones of a burst are folded into one per namespace
+// (LimitRoutine). It is a manager Runnable; events recorded before it
+// starts wait in the queue.
 type EventWriter struct {
 	client     client.Client
 	scheme     *runtime.Scheme
 	controller string
 	instance   string
 	workers    int
-	queue      chan *eventsv1.Event
+	queue      chan queuedEvent
 	busy       func() bool
+	clock      clock.WithDelayedExecution
+	// budget folds the routine events over their namespace's budget; nil
+	// means no limit.
+	budget *eventBudget
 
 	mu sync.Mutex
 	// pending counts, per regarded object, the events queued and not yet
@@ -71,6 +83,13 @@ type EventWriter struct {
 	wake chan struct{}
 }
 
+// queuedEvent is an event to write and, for a summary, the uids of the
+// objects whose events it folds.
+type queuedEvent struct {
+	event  *eventsv1.Event
+	folded []types.UID
+}
+
 // Pending reports whether an event about the object with this uid is still
 // waiting to be written. The controller deletes an expired question only
 // once its events are out, so that what users read about it is complete.
@@ -78,6 +97,53 @@ func (w *EventWriter) Pending(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.pending[uid] > 0
+}
+
+// LimitRoutine gives the events of this reason a budget of perMinute per
+// namespace, refilled over a minute; over it they are folded into one
+// summary event per namespace, written five seconds after the first of them
+// (counted in hitl_events_total{result="aggregated"}). Events of other
+// reasons are never limited. Zero or less means no limit. Call it before
+// the writer starts.
+func (w *EventWriter) LimitRoutine(reason string, perMinute int) {
+	if perMinute <= 0 {
+		w.budget = nil
+		return
+	}
+	w.budget = newEventBudget(reason, perMinute, w.clock, w.summarize)
+}
+
+// summarize queues the summary of the events folded in one namespace.
+func (w *EventWriter) summarize(s *eventSummary) {
+	now := w.clock.Now()
+	e := s.first.DeepCopy()
+	e.Name = fmt.Sprintf("%s.%x", e.Regarding.Name, now.UnixNano())
+	e.EventTime = metav1.NewMicroTime(now)
+	e.Note = hitlv1.TruncateMessage(s.note(w.budget.perMinute, now))
+	w.enqueue(queuedEvent{event: e, folded: s.uids})
+}
+
+// enqueue queues an event whose objects are already tracked, or drops it
+// when the queue is full.
+func (w *EventWriter) enqueue(q queuedEvent) {
+	select {
+	case w.queue <- q:
+		eventsQueued.Inc()
+	default:
+		w.untrack(q)
+		eventsTotal.WithLabelValues("dropped").Inc()
+	}
+}
+
+// untrack ends the tracking of what a queued event is about.
+func (w *EventWriter) untrack(q queuedEvent) {
+	if q.folded == nil {
+		w.track(q.event.Regarding.UID, -1)
+		return
+	}
+	for _, uid := range q.folded {
+		w.track(uid, -1)
+	}
 }
 
 func (w *EventWriter) track(uid types.UID, delta int) {
@@ -112,7 +178,7 @@ func (w *EventWriter) holdBack(ctx context.Context, e *eventsv1.Event) {
 	if w.busy == nil {
 		return
 	}
-	left := maxEventDelay - time.Since(e.EventTime.Time)
+	left := maxEventDelay - w.clock.Since(e.EventTime.Time)
 	if left <= 0 {
 		return
 	}
@@ -142,13 +208,14 @@ func (w *EventWriter) holdBack(ctx context.Context, e *eventsv1.Event) {
 func NewEventWriter(c client.Client, scheme *runtime.Scheme, controller string, workers, queue int) *EventWriter {
 	host, _ := os.Hostname()
 	return &EventWriter{client: c, scheme: scheme, controller: controller, instance: controller + "-" + host,
-		workers: workers, queue: make(chan *eventsv1.Event, queue), pending: map[types.UID]int{}, wake: make(chan struct{})}
+		workers: workers, queue: make(chan queuedEvent, queue), clock: clock.RealClock{}, pending: map[types.UID]int{}, wake: make(chan struct{})}
 }
 
 var _ events.EventRecorder = (*EventWriter)(nil)
 
-// Eventf queues an event about regarding (and related, which may be nil).
-// It never blocks: when the queue is full the event is dropped.
+// Eventf queues an event about regarding (and related, which may be nil),
+// or folds it into its namespace's summary when it is routine and over the
+// budget. It never blocks: when the queue is full the event is dropped.
 func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	log := ctrl.Log.WithName("events")
 	ref, err := reference.GetReference(w.scheme, regarding)
@@ -163,7 +230,7 @@ func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 			relatedRef = nil
 		}
 	}
-	now := time.Now()
+	now := w.clock.Now()
 	message := hitlv1.TruncateMessage(fmt.Sprintf(note, args...))
 	namespace := ref.Namespace
 	if namespace == "" {
@@ -182,12 +249,12 @@ func (w *EventWriter) Eventf(regarding, related runtime.Object, eventtype, reaso
 		Type:                eventtype,
 	}
 	w.track(ref.UID, 1)
-	select {
-	case w.queue <- e:
-	default:
-		w.track(ref.UID, -1)
-		eventsTotal.WithLabelValues("dropped").Inc()
+	if w.budget.fold(e) {
+		// Pending until its summary is written.
+		eventsTotal.WithLabelValues("aggregated").Inc()
+		return
 	}
+	w.enqueue(queuedEvent{event: e})
 }
 
 // Start writes queued events until ctx ends, then for up to two seconds
@@ -201,6 +268,7 @@ func (w *EventWriter) Start(ctx context.Context) error {
 		}()
 	}
 	<-ctx.Done()
+	w.budget.flushAll()
 	drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for range w.workers {
@@ -208,8 +276,8 @@ func (w *EventWriter) Start(ctx context.Context) error {
 	}
 	for drain.Err() == nil {
 		select {
-		case e := <-w.queue:
-			w.write(drain, e)
+		case q := <-w.queue:
+			w.write(drain, q)
 		default:
 			return nil
 		}
@@ -226,14 +294,16 @@ func (w *EventWriter) work(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-w.queue:
-			w.write(ctx, e)
+		case q := <-w.queue:
+			w.write(ctx, q)
 		}
 	}
 }
 
-func (w *EventWriter) write(ctx context.Context, e *eventsv1.Event) {
-	defer w.track(e.Regarding.UID, -1)
+func (w *EventWriter) write(ctx context.Context, q queuedEvent) {
+	defer eventsQueued.Dec()
+	defer w.untrack(q)
+	e := q.event
 	w.holdBack(ctx, e)
 	var err error
 	for attempt := range eventAttempts {

@@ -37,7 +37,7 @@ func TestEventWriterQueuesWithoutBlockingAndDropsWhenFull(t *testing.T) {
 	if len(w.queue) != 2 {
 		t.Fatalf("queued %d events, want 2", len(w.queue))
 	}
-	first, second := <-w.queue, <-w.queue
+	first, second := (<-w.queue).event, (<-w.queue).event
 	if first.Regarding.Kind != "UserQuestion" || first.Regarding.Name != askName || first.Namespace != "agents" ||
 		first.Reason != "Continued" || first.Action != "Continue" || first.Note != "closed 5ms after its deadline" ||
 		first.ReportingController != "hitl-controller" || !strings.HasPrefix(first.ReportingInstance, "hitl-controller-") ||
@@ -101,7 +101,7 @@ func TestEventWriterHoldsEventsBackWhileBusyForAtMostTwoSeconds(t *testing.T) {
 	q.Name = "other"
 	w.Eventf(&q, nil, corev1.EventTypeNormal, "Continued", "Continue", "old")
 	e := <-w.queue
-	e.EventTime = metav1.NewMicroTime(time.Now().Add(-maxEventDelay))
+	e.event.EventTime = metav1.NewMicroTime(time.Now().Add(-maxEventDelay))
 	w.write(context.Background(), e)
 	if n := written(); n != 2 {
 		t.Fatalf("%d events written, want the overdue one written too", n)

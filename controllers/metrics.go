@@ -34,6 +34,10 @@ var (
 		Name: "hitl_question_transitions_total",
 		Help: "Question state transitions written, by the state entered.",
 	}, []string{"state"})
+	statusConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hitl_status_conflicts_total",
+		Help: "Question status writes refused with a conflict: the controller decided on a copy older than the API server's, and looks again.",
+	})
 	questionsDesc = prometheus.NewDesc("hitl_questions", "Questions by state, as the controller's cache holds them.", []string{"state"}, nil)
 	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
 )
@@ -87,7 +91,7 @@ var (
 // per process, and points the state gauges at src.
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, collector)
+		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, eventsQueued, claimReadsTotal, statusConflicts, collector)
 	})
 	collector.source.Store(src)
 }

@@ -53,7 +53,14 @@ var _ = AfterSuite(func() {
 // startManager starts a manager wired as cmd/manager wires it.
 func startManager() {
 	GinkgoHelper()
-	stop, err := testenv.RunManager(env, cfg, manager.DefaultConfig())
+	startManagerWith(manager.DefaultConfig())
+}
+
+// startManagerWith starts a manager wired as cmd/manager wires it, with
+// its flags set to c.
+func startManagerWith(c manager.Config) {
+	GinkgoHelper()
+	stop, err := testenv.RunManager(env, cfg, c)
 	Expect(err).NotTo(HaveOccurred())
 	stopMgr = stop
 }

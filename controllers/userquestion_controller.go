@@ -223,6 +223,7 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if err := r.apply(ctx, q, replies, d, now); err != nil {
 		if apierrors.IsConflict(err) {
+			statusConflicts.Inc()
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/controllers"
@@ -27,11 +28,16 @@ type Config struct {
 	Webhooks bool
 	// Clock is the controller's time source; nil means the real clock.
 	Clock clock.Clock
+	// ContinuedEventsPerMinute is each namespace's budget of Continued
+	// Events, refilled over a minute; over it a namespace's Continued
+	// Events are summed up in one. Zero means no limit. Settled, Cancelled
+	// and rejection Events are never limited.
+	ContinuedEventsPerMinute int
 }
 
 // DefaultConfig is the configuration the manager ships with.
 func DefaultConfig() Config {
-	return Config{Workers: 16}
+	return Config{Workers: 16, ContinuedEventsPerMinute: controllers.ContinuedEventsPerMinute}
 }
 
 // Setup registers the lifecycle controller, the webhooks when enabled, and
@@ -45,9 +51,13 @@ func Setup(mgr ctrl.Manager, c Config) error {
 		c.Workers = DefaultConfig().Workers
 	}
 	events := controllers.NewEventWriter(mgr.GetClient(), mgr.GetScheme(), "hitl-controller", controllers.EventWorkers, controllers.EventQueue)
+	events.LimitRoutine(string(hitlv1.StateContinued), c.ContinuedEventsPerMinute)
 	if err := mgr.Add(events); err != nil {
 		return err
 	}
+	// What explains a slow burst besides hitl's own metrics: how long
+	// requests wait for the client's rate limit, and how long they take.
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
 	r := &controllers.UserQuestionReconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events}
 	// Through a burst of transitions (shared deadlines, a restart) the
 	// status writes go first, and the events follow.
