@@ -92,8 +92,8 @@ test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/c
 	CHROMIUM="$$(./hack/chromium.sh)" HITL_SCREENSHOTS=$(SCREENSHOTS) go test ./test/browser -count=1 -v -timeout 10m
 
 .PHONY: bench
-bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes).
-	go run ./test/bench $(if $(QUICK),--quick) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/results.json
+bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes; SCALE=100k for the scale mode alone: 100,000 questions across 1,000 namespaces).
+	go run ./test/bench $(if $(QUICK),--quick) $(if $(SCALE),--scale $(SCALE)) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/$(if $(SCALE),scale-)results.json
 
 .PHONY: chaos
 chaos: build envtest-assets ## Run two leader-elected manager replicas under a mixed workload while killing, hanging and failing them over and restarting the API server, then check the recorded history (QUICK=1 for a 2-minute run; CHAOS_SEED replays a schedule).

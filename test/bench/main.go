@@ -43,15 +43,18 @@ type scale struct {
 	MemClaims      int
 	MCPAsks        int // asks answered at once, through MCP and through the Go SDK each
 	MCPHeld        int // concurrent blocking MCP calls held open
+	FloodClients   int // the flood workload's clients, each its own ServiceAccount
+	FloodWorkers   int // goroutines writing per flooding client
+	Questions      int // the scale mode's questions (--scale); 0: the workloads above
 }
 
 var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadline: 10000, SpreadWindow: 60 * time.Second,
 	SharedDeadline: 1000, Claims: 1000, ClaimLease: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
-	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500}
+	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
 
 var quick = scale{Asks: 300, LatencySamples: 200, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
 	SharedDeadline: 300, Claims: 100, ClaimLease: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
-	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500}
+	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
 
 func main() {
 	quickMode := flag.Bool("quick", false, "a smaller run that finishes in a few minutes")
@@ -59,6 +62,11 @@ func main() {
 	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "the manager binary")
 	plugin := flag.String("kubectl-hitl", "", "the kubectl-hitl binary (default: kubectl-hitl beside --manager)")
 	run := flag.String("run", "", "run only the workloads whose names match this regular expression (the baseline always runs)")
+	atScale := flag.String("scale", "", "run the scale mode alone with this many questions (100k: 100,000 across 1,000 namespaces)")
+	flag.IntVar(&maxInflight, "max-requests-inflight", 0, "the API server's --max-requests-inflight (0: its default, 400)")
+	flag.IntVar(&maxMutatingInflight, "max-mutating-requests-inflight", 0, "the API server's --max-mutating-requests-inflight (0: its default, 200)")
+	floodClients := flag.Int("flood-clients", 0, "the flood workload's clients, each its own ServiceAccount (0: 8)")
+	floodWorkers := flag.Int("flood-workers", 0, "goroutines writing per flooding client (0: 64)")
 	flag.Parse()
 	only, err := regexp.Compile(*run)
 	if err != nil {
@@ -71,6 +79,20 @@ func main() {
 	if *quickMode {
 		s = quick
 	}
+	if *floodClients > 0 {
+		s.FloodClients = *floodClients
+	}
+	if *floodWorkers > 0 {
+		s.FloodWorkers = *floodWorkers
+	}
+	if *atScale != "" {
+		n, err := parseScale(*atScale)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		s.Questions = n
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	if *plugin == "" {
@@ -78,6 +100,7 @@ func main() {
 	}
 	r, err := runAll(ctx, s, *manager, *plugin, filepath.Dir(*out), only)
 	if r != nil {
+		r.Quick = *quickMode
 		r.print(os.Stdout)
 		if werr := r.write(*out); werr != nil {
 			fmt.Fprintln(os.Stderr, "bench:", werr)
@@ -92,9 +115,14 @@ func main() {
 	}
 }
 
+// The API server's concurrency limits, when set: API Priority and Fairness
+// divides their sum among the priority levels.
+var maxInflight, maxMutatingInflight int
+
 // results holds every figure of one run.
 type results struct {
 	Quick   bool               `json:"quick"`
+	Scale   int                `json:"scale,omitempty"` // the scale mode's questions`
 	Figures map[string]float64 `json:"figures"`
 	Targets []target           `json:"targets"`
 	order   []string
@@ -176,6 +204,28 @@ func (r *results) passed() bool {
 }
 
 func (r *results) print(w *os.File) {
+	if len(r.rows) > 0 {
+		r.printModes(w)
+	}
+	fmt.Fprintf(w, "\n%-58s %14s\n", "other figures (default install: policies, no webhook)", "value")
+	for _, name := range r.order {
+		if !r.perMode[name] {
+			fmt.Fprintf(w, "%-58s %14.2f\n", name, r.Figures[name])
+		}
+	}
+	fmt.Fprintf(w, "\n%-44s %-18s %-22s %s\n", "target", "want", "got", "")
+	for _, t := range r.Targets {
+		verdict := "PASS"
+		if !t.Passed {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "%-44s %-18s %-22s %s\n", t.Name, t.Want, t.Got, verdict)
+	}
+}
+
+// printModes prints the table of the figures measured per admission mode,
+// one column per mode.
+func (r *results) printModes(w *os.File) {
 	fmt.Fprintf(w, "\n%-52s", "figure")
 	for _, m := range columns {
 		fmt.Fprintf(w, " %10s", modeName(m))
@@ -200,20 +250,6 @@ func (r *results) print(w *os.File) {
 			}
 		}
 		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "\n%-58s %14s\n", "other figures (default install: policies, no webhook)", "value")
-	for _, name := range r.order {
-		if !r.perMode[name] {
-			fmt.Fprintf(w, "%-58s %14.2f\n", name, r.Figures[name])
-		}
-	}
-	fmt.Fprintf(w, "\n%-44s %-18s %-22s %s\n", "target", "want", "got", "")
-	for _, t := range r.Targets {
-		verdict := "PASS"
-		if !t.Passed {
-			verdict = "FAIL"
-		}
-		fmt.Fprintf(w, "%-44s %-18s %-22s %s\n", t.Name, t.Want, t.Got, verdict)
 	}
 }
 

@@ -20,6 +20,7 @@ type observer struct {
 	deadline map[string]time.Time
 	writes   map[string]int       // status changes seen per question
 	decided  map[string]time.Time // the controller's settlement time (status.settlement.at)
+	closed   map[string]time.Time // the controller's time the window closed (status.continuedAt)
 	waiters  map[waitKey][]chan time.Time
 	onAdd    func(*hitlv1.UserQuestion) // when set, called (without blocking) with every question as it is first seen
 }
@@ -31,19 +32,24 @@ type waitKey struct {
 
 func newObserver() *observer {
 	return &observer{seen: map[string]map[hitlv1.QuestionState]time.Time{}, deadline: map[string]time.Time{},
-		writes: map[string]int{}, decided: map[string]time.Time{}, waiters: map[waitKey][]chan time.Time{}}
+		writes: map[string]int{}, decided: map[string]time.Time{}, closed: map[string]time.Time{}, waiters: map[waitKey][]chan time.Time{}}
 }
 
-// run watches until ctx ends, resuming from the last resourceVersion.
-func (o *observer) run(ctx context.Context, c client.WithWatch, namespace string) error {
+// run watches until ctx ends, resuming from the last resourceVersion: the
+// questions of namespace ("" for every namespace) that have the labels.
+func (o *observer) run(ctx context.Context, c client.WithWatch, namespace string, labels ...string) error {
+	selector := client.MatchingLabels{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		selector[labels[i]] = labels[i+1]
+	}
 	var list hitlv1.UserQuestionList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace), selector); err != nil {
 		return err
 	}
 	rv := list.ResourceVersion
 	go func() {
 		for ctx.Err() == nil {
-			w, err := c.Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(namespace),
+			w, err := c.Watch(ctx, &hitlv1.UserQuestionList{}, client.InNamespace(namespace), selector,
 				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
 			if err != nil {
 				time.Sleep(100 * time.Millisecond)
@@ -82,6 +88,11 @@ func (o *observer) record(q *hitlv1.UserQuestion, at time.Time) {
 	state := q.Status.State
 	if state == "" {
 		return
+	}
+	if c := q.Status.ContinuedAt; c != nil {
+		if _, ok := o.closed[q.Name]; !ok {
+			o.closed[q.Name] = c.Time
+		}
 	}
 	if s := q.Status.Settlement; s != nil {
 		if _, ok := o.decided[q.Name]; !ok {
@@ -146,6 +157,15 @@ func (o *observer) decidedAt(name string) (time.Time, bool) {
 	defer o.mu.Unlock()
 	at, ok := o.decided[name]
 	return at, ok
+}
+
+// continuedAt is when the controller closed the question's window, by its
+// clock (status.continuedAt), and its deadline.
+func (o *observer) continuedAt(name string) (at, deadline time.Time, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok = o.closed[name]
+	return at, o.deadline[name], ok
 }
 
 func (o *observer) writeCount(names []string) int {

@@ -79,7 +79,7 @@ func modeName(m testenv.Admission) string {
 
 func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, only *regexp.Regexp) (*results, error) {
 	b := &bench{s: s, managerBin: managerBin, pluginBin: pluginBin, outDir: outDir, mode: none,
-		r: &results{Quick: s == quick, Figures: map[string]float64{}}}
+		r: &results{Scale: s.Questions, Figures: map[string]float64{}}}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
@@ -101,17 +101,25 @@ func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, 
 		{"mcp held calls", testenv.Policies, b.mcpHeld},
 		{"deadline precision", testenv.Policies, b.deadlines},
 		{"claims", testenv.Policies, b.claims},
+		{"flood", testenv.Policies, b.flood},
 		{"memory", testenv.Policies, b.memory},
 		{"restart", testenv.Policies, b.restart},
 	}
+	if s.Questions > 0 {
+		// The scale mode runs alone.
+		steps = steps[:0]
+		steps = append(steps, struct {
+			name string
+			mode testenv.Admission
+			run  func(context.Context) error
+		}{"scale", testenv.Policies, b.atScale})
+	}
 	for i, st := range steps {
-		if i > 0 && !only.MatchString(st.name) {
+		if st.name != "baseline" && !only.MatchString(st.name) {
 			continue
 		}
-		if i > 0 {
-			if err := b.use(ctx, st.mode); err != nil {
-				return b.r, fmt.Errorf("setting up %s: %w", modeName(st.mode), err)
-			}
+		if err := b.use(ctx, st.mode); err != nil {
+			return b.r, fmt.Errorf("setting up %s: %w", modeName(st.mode), err)
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s\n", st.name)
 		if err := st.run(ctx); err != nil {
@@ -158,6 +166,13 @@ func (b *bench) start(ctx context.Context) error {
 	}
 	b.env = testenv.New()
 	b.env.WebhookInstallOptions = hooks.WebhookInstallOptions
+	args := b.env.ControlPlane.GetAPIServer().Configure()
+	if maxInflight > 0 {
+		args.Set("max-requests-inflight", strconv.Itoa(maxInflight))
+	}
+	if maxMutatingInflight > 0 {
+		args.Set("max-mutating-requests-inflight", strconv.Itoa(maxMutatingInflight))
+	}
 	_ = os.Remove(filepath.Join(b.outDir, "manager.log")) // the last run's
 	cfg, _, err := testenv.Start(b.env)
 	if err != nil {
@@ -981,39 +996,16 @@ func timed(n string, timeout time.Duration) *hitlv1.UserQuestion {
 }
 
 func (b *bench) deadlines(ctx context.Context) error {
-	// The deadlines must all lie after the questions are asked and the
-	// controller has written their Open status, so that what is measured is
-	// the controller's timing, not the API server's write rate while it
-	// takes in a burst of new questions: time a calibration batch first,
-	// from its creation until the controller has written every Open status.
-	calibration := 200
-	start := time.Now()
-	if _, err := parallel(ctx, calibration, 16, func(ctx context.Context, _ int) error {
-		q := blocking(name("calibrate"))
-		if err := b.c.Create(ctx, q); err != nil {
-			return err
-		}
-		_, err := b.obs.wait(ctx, q.Name, hitlv1.StateOpen)
-		return err
-	}); err != nil {
-		return err
-	}
-	perQuestion := time.Since(start) / time.Duration(calibration)
-	lead := 3*time.Second + perQuestion*time.Duration(b.s.SpreadDeadline+b.s.SharedDeadline)*2
-	b.r.set("deadline questions asked ahead of the first deadline, s", lead.Seconds())
-	start = time.Now().Add(lead)
-	var spread []string
-	_, err := parallel(ctx, b.s.SpreadDeadline, 16, func(ctx context.Context, i int) error {
-		offset := time.Duration(int64(b.s.SpreadWindow) * int64(i) / int64(b.s.SpreadDeadline))
-		created := time.Now().Truncate(time.Second) // the API server's creationTimestamp, to the second
-		q := timed(fmt.Sprintf("spread-%d", i), start.Add(offset).Sub(created).Truncate(time.Millisecond))
-		return b.c.Create(ctx, q)
-	})
+	lead, err := b.calibrate(ctx, b.s.SpreadDeadline+b.s.SharedDeadline)
 	if err != nil {
 		return err
 	}
-	for i := range b.s.SpreadDeadline {
-		spread = append(spread, fmt.Sprintf("spread-%d", i))
+	b.r.set("deadline questions asked ahead of the first deadline, s", lead.Seconds())
+	spread, start, err := b.askSpread(ctx, b.s.SpreadDeadline, b.s.SpreadWindow, lead, func(i int, timeout time.Duration) *hitlv1.UserQuestion {
+		return timed(fmt.Sprintf("spread-%d", i), timeout)
+	})
+	if err != nil {
+		return err
 	}
 	// Shared: the same deadline, aimed at one whole second.
 	target := start.Add(b.s.SpreadWindow + 5*time.Second).Truncate(time.Second)
@@ -1030,15 +1022,9 @@ func (b *bench) deadlines(ctx context.Context) error {
 		shared = append(shared, fmt.Sprintf("shared-%d", i))
 	}
 	defer b.profileCPU(ctx, target, 5, "shared-deadline")()
-	var caughtUp time.Time
-	for _, n := range append(spread, shared...) {
-		at, err := b.obs.wait(ctx, n, hitlv1.StateOpen)
-		if err != nil {
-			return err
-		}
-		if at.After(caughtUp) {
-			caughtUp = at
-		}
+	caughtUp, err := waitOpen(ctx, b.obs, append(spread, shared...))
+	if err != nil {
+		return err
 	}
 	b.r.set("deadline: every Open status written, s before the first deadline", start.Sub(caughtUp).Seconds())
 	wait, cancel := context.WithTimeout(ctx, time.Until(target)+30*time.Second)
@@ -1047,21 +1033,9 @@ func (b *bench) deadlines(ctx context.Context) error {
 		label string
 		names []string
 	}{{"spread", spread}, {"shared", shared}} {
-		var late []time.Duration
-		early := 0
-		var lastFlip time.Time
-		for _, n := range set.names {
-			if _, err := b.obs.wait(wait, n, hitlv1.StateContinued); err != nil {
-				return fmt.Errorf("question %s never became Continued: %w", n, err)
-			}
-			at, deadline, _ := b.obs.seenAt(n, hitlv1.StateContinued)
-			if at.Before(deadline) {
-				early++
-			}
-			late = append(late, at.Sub(deadline))
-			if at.After(lastFlip) {
-				lastFlip = at
-			}
+		late, early, lastFlip, err := lateness(wait, b.obs, set.names)
+		if err != nil {
+			return err
 		}
 		if set.label == "spread" {
 			b.logSlices(late)
@@ -1074,8 +1048,7 @@ func (b *bench) deadlines(ctx context.Context) error {
 		b.r.set(fmt.Sprintf("early transitions, %s", set.label), float64(early))
 		b.r.check("no early transition, "+set.label, "0", strconv.Itoa(early), early == 0)
 		if set.label == "spread" {
-			b.r.check("deadline lateness p99", "<= 200ms", p99.Round(time.Millisecond).String(), p99 <= 200*time.Millisecond)
-			b.r.check("deadline lateness max", "<= 1s", worst.Round(time.Millisecond).String(), worst <= time.Second)
+			b.checkLateness("", p99, worst)
 		} else {
 			all := lastFlip.Sub(target)
 			b.r.set("shared deadline: last flip after the deadline, ms", ms(all))
@@ -1083,6 +1056,91 @@ func (b *bench) deadlines(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkLateness checks the spread deadlines' lateness against the targets;
+// what names the run ("" for the deadline workload's own).
+func (b *bench) checkLateness(what string, p99, worst time.Duration) {
+	if what != "" {
+		what = ", " + what
+	}
+	b.r.check("deadline lateness p99"+what, "<= 200ms", p99.Round(time.Millisecond).String(), p99 <= 200*time.Millisecond)
+	b.r.check("deadline lateness max"+what, "<= 1s", worst.Round(time.Millisecond).String(), worst <= time.Second)
+}
+
+// calibrate times a batch of questions from their creation until the
+// controller has written every Open status, and returns how far ahead of
+// the first deadline n timed questions should be asked: the deadlines must
+// all lie after the questions are asked and their Open status written, so
+// that what is measured is the controller's timing, not the API server's
+// write rate while it takes in a burst of new questions.
+func (b *bench) calibrate(ctx context.Context, n int) (time.Duration, error) {
+	calibration := 200
+	start := time.Now()
+	if _, err := parallel(ctx, calibration, 16, func(ctx context.Context, _ int) error {
+		q := blocking(name("calibrate"))
+		if err := b.c.Create(ctx, q); err != nil {
+			return err
+		}
+		_, err := b.obs.wait(ctx, q.Name, hitlv1.StateOpen)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	perQuestion := time.Since(start) / time.Duration(calibration)
+	return 3*time.Second + perQuestion*time.Duration(n)*2, nil
+}
+
+// askSpread asks n timed questions, made by question from their index and
+// timeout, whose deadlines are spread evenly over window from lead on, and
+// returns their names and the first deadline.
+func (b *bench) askSpread(ctx context.Context, n int, window, lead time.Duration, question func(i int, timeout time.Duration) *hitlv1.UserQuestion) ([]string, time.Time, error) {
+	start := time.Now().Add(lead)
+	names := make([]string, n)
+	_, err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		offset := time.Duration(int64(window) * int64(i) / int64(n))
+		created := time.Now().Truncate(time.Second) // the API server's creationTimestamp, to the second
+		q := question(i, start.Add(offset).Sub(created).Truncate(time.Millisecond))
+		names[i] = q.Name
+		return b.c.Create(ctx, q)
+	})
+	return names, start, err
+}
+
+// waitOpen waits until obs has seen every question Open, and returns when
+// the last one was.
+func waitOpen(ctx context.Context, obs *observer, names []string) (time.Time, error) {
+	var caughtUp time.Time
+	for _, n := range names {
+		at, err := obs.wait(ctx, n, hitlv1.StateOpen)
+		if err != nil {
+			return caughtUp, err
+		}
+		if at.After(caughtUp) {
+			caughtUp = at
+		}
+	}
+	return caughtUp, nil
+}
+
+// lateness waits until obs has seen every question Continued and returns,
+// in the order of names, how long after its deadline each one was, how
+// many were early, and when the last one was seen.
+func lateness(ctx context.Context, obs *observer, names []string) (late []time.Duration, early int, lastFlip time.Time, err error) {
+	for _, n := range names {
+		if _, err := obs.wait(ctx, n, hitlv1.StateContinued); err != nil {
+			return nil, 0, lastFlip, fmt.Errorf("question %s never became Continued: %w", n, err)
+		}
+		at, deadline, _ := obs.seenAt(n, hitlv1.StateContinued)
+		if at.Before(deadline) {
+			early++
+		}
+		late = append(late, at.Sub(deadline))
+		if at.After(lastFlip) {
+			lastFlip = at
+		}
+	}
+	return late, early, lastFlip, nil
 }
 
 func (b *bench) claims(ctx context.Context) error {
@@ -1569,10 +1627,15 @@ func containsAll(s string, subs []string) bool {
 // idle for half a second, so that a workload does not measure the tail of the previous
 // one (the clean-up's deletions, say).
 func (b *bench) quiet(ctx context.Context) error {
+	return b.quietFor(ctx, 2*time.Minute)
+}
+
+// quietFor is quiet, waiting at most d.
+func (b *bench) quietFor(ctx context.Context, d time.Duration) error {
 	if b.manager == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	calm := 0
 	for calm < 5 {

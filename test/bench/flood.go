@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+// floodNamespace holds the flooding clients' ServiceAccounts and the
+// ConfigMaps they write.
+const floodNamespace = "flood"
+
+// flooder is other load on the API server: clients, each a ServiceAccount
+// of its own with RBAC to write ConfigMaps (a normal identity, which API
+// Priority and Fairness puts in the built-in workload-low priority level
+// with every other ServiceAccount, hitl's manager among them when the
+// hitl-manager FlowSchema is not installed), each writing on many
+// goroutines as fast as the API server takes it.
+type flooder struct {
+	clients []client.Client
+	workers int
+	writes  atomic.Int64
+	errors  atomic.Int64
+}
+
+// newFlooder creates the flooding clients' ServiceAccounts, their Role and
+// bindings, and a client for each with its token and no client-side rate
+// limit.
+func (b *bench) newFlooder(ctx context.Context, clients, workers int) (*flooder, error) {
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floodNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "flood", Namespace: floodNamespace},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "patch", "delete"}}}}
+	if err := b.c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	f := &flooder{workers: workers}
+	for i := range clients {
+		sa := fmt.Sprintf("flood-%d", i)
+		if err := b.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: floodNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: floodNamespace},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "flood"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: floodNamespace}}}
+		if err := b.c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		token, _, err := testenv.RequestToken(ctx, b.c, floodNamespace, sa, 3*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		data, err := testenv.TokenKubeconfig(b.cfg, "system:serviceaccount:"+floodNamespace+":"+sa, token, "")
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		if err != nil {
+			return nil, err
+		}
+		cfg.QPS, cfg.Burst = 1e6, 1e6
+		c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			return nil, err
+		}
+		f.clients = append(f.clients, c)
+	}
+	// The RBAC authorizer learns of the bindings from a watch.
+	for _, c := range f.clients {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: floodNamespace, Resource: "configmaps", Verb: "patch"},
+			}}
+			err := c.Create(ctx, review)
+			if err == nil && review.Status.Allowed {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("a flooding client may not patch configmaps after 30s (err %v)", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return f, nil
+}
+
+// start floods until the function it returns is called, which returns the
+// writes per second the API server took and the writes it refused or
+// failed.
+func (f *flooder) start(ctx context.Context) (stop func() (perSecond float64, failed int64)) {
+	// Stopped by a flag, not by cancelling ctx: the writes in flight end
+	// as they would, instead of each logging its cancelled response.
+	var stopped atomic.Bool
+	f.writes.Store(0)
+	f.errors.Store(0)
+	began := time.Now()
+	var wg sync.WaitGroup
+	payload := strings.Repeat("x", 512)
+	for ci, c := range f.clients {
+		for w := range f.workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each goroutine writes its own ConfigMap: no conflicts, and
+				// etcd holds one object per goroutine, not one per write.
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d-%d", ci, w), Namespace: floodNamespace}}
+				if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+					f.errors.Add(1)
+				}
+				for n := 0; !stopped.Load() && ctx.Err() == nil; n++ {
+					patch := fmt.Appendf(nil, `{"data":{"n":"%d","payload":%q}}`, n, payload)
+					if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
+						f.errors.Add(1)
+						continue
+					}
+					f.writes.Add(1)
+				}
+			}()
+		}
+	}
+	return func() (float64, int64) {
+		elapsed := time.Since(began)
+		writes := f.writes.Load()
+		stopped.Store(true)
+		wg.Wait()
+		return float64(writes) / elapsed.Seconds(), f.errors.Load()
+	}
+}
+
+// apfObjects are the FlowSchema and PriorityLevelConfiguration of
+// config/default, rendered as it installs them.
+func apfObjects() ([]*unstructured.Unstructured, error) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(testenv.Root(), "config", "default"))
+	if err != nil {
+		return nil, fmt.Errorf("rendering config/default: %w", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		if k := r.GetKind(); k != "FlowSchema" && k != "PriorityLevelConfiguration" {
+			continue
+		}
+		data, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	if len(objs) != 2 {
+		return nil, fmt.Errorf("config/default has %d FlowSchemas and PriorityLevelConfigurations, want one of each", len(objs))
+	}
+	return objs, nil
+}
+
+// apf reads the API server's API Priority and Fairness metrics, keyed
+// "<what> <priority level>/<flow schema>": dispatched requests, rejected
+// requests, and the seconds and count of their waits in queues; and
+// "seats <priority level>", the level's nominal seats.
+func (b *bench) apf(ctx context.Context) (map[string]float64, error) {
+	resp, err := b.apiServerGet(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range []struct{ metric, key string }{
+		{"apiserver_flowcontrol_dispatched_requests_total", "dispatched"},
+		{"apiserver_flowcontrol_rejected_requests_total", "rejected"},
+		{"apiserver_flowcontrol_request_wait_duration_seconds_sum", "wait seconds"},
+		{"apiserver_flowcontrol_request_wait_duration_seconds_count", "waits"},
+	} {
+		series, err := seriesOf(body, m.metric)
+		if err != nil {
+			return nil, err
+		}
+		for s, v := range series {
+			out[m.key+" "+labelOf(s, "priority_level")+"/"+labelOf(s, "flow_schema")] += v
+		}
+	}
+	seats, err := seriesOf(body, "apiserver_flowcontrol_nominal_limit_seats")
+	if err != nil {
+		return nil, err
+	}
+	for s, v := range seats {
+		out["seats "+labelOf(s, "priority_level")] = v
+	}
+	return out, nil
+}
+
+// flood runs the spread deadlines of the deadline workload while other
+// clients flood the API server with writes, twice: without the
+// hitl-manager FlowSchema, where the manager's requests share the
+// workload-low priority level with the flood, then with it.
+func (b *bench) flood(ctx context.Context) error {
+	f, err := b.newFlooder(ctx, b.s.FloodClients, b.s.FloodWorkers)
+	if err != nil {
+		return err
+	}
+	objs, err := apfObjects()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, o := range objs {
+			_ = b.c.Delete(context.Background(), o)
+		}
+	}()
+	b.r.set("flood: clients (ServiceAccounts) x goroutines", float64(b.s.FloodClients*b.s.FloodWorkers))
+	for _, with := range []bool{false, true} {
+		run, tag := "without FlowSchema", "a"
+		if with {
+			run, tag = "with FlowSchema", "b"
+			if err := b.installAPF(ctx, objs); err != nil {
+				return err
+			}
+		}
+		before, err := b.apf(ctx)
+		if err != nil {
+			return err
+		}
+		stop := f.start(ctx)
+		time.Sleep(3 * time.Second) // the flood at full strength before the first ask
+		late, early, err := b.floodedDeadlines(ctx, tag)
+		rate, failed := stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", run, err)
+		}
+		after, err := b.apf(ctx)
+		if err != nil {
+			return err
+		}
+		p50, p99, worst := percentiles(late)
+		label := fmt.Sprintf("flood, %s: ", run)
+		b.r.set(label+"flood writes/s", rate)
+		b.r.set(label+"flood writes refused or failed", float64(failed))
+		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread p50", len(late)), ms(p50))
+		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread p99", len(late)), ms(p99))
+		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread max", len(late)), ms(worst))
+		b.r.set(label+"early transitions", float64(early))
+		var decided []time.Duration
+		for i := range late {
+			if at, deadline, ok := b.obs.continuedAt(fmt.Sprintf("flood-%s-%d", tag, i)); ok {
+				decided = append(decided, at.Sub(deadline))
+			}
+		}
+		p50d, p99d, worstd := percentiles(decided)
+		b.r.set(label+"status.continuedAt after the deadline ms, p50", ms(p50d))
+		b.r.set(label+"status.continuedAt after the deadline ms, p99", ms(p99d))
+		b.r.set(label+"status.continuedAt after the deadline ms, max", ms(worstd))
+		b.reportAPF(label, before, after)
+		b.r.check("no early transition, flood, "+run, "0", strconv.Itoa(early), early == 0)
+		b.checkLateness("flood, "+run, p99, worst)
+		if with {
+			n := after["dispatched hitl-manager/hitl-manager"] - before["dispatched hitl-manager/hitl-manager"]
+			b.r.check("manager's requests in priority level hitl-manager", "> 0", fmt.Sprintf("%.0f", n), n > 0)
+		}
+		if err := b.clean(ctx); err != nil {
+			return err
+		}
+		if err := b.quiet(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floodedDeadlines asks the spread deadlines of the deadline workload,
+// named flood-<tag>-<i>, and returns their lateness and how many were early.
+func (b *bench) floodedDeadlines(ctx context.Context, tag string) ([]time.Duration, int, error) {
+	lead, err := b.calibrate(ctx, b.s.SpreadDeadline)
+	if err != nil {
+		return nil, 0, err
+	}
+	names, start, err := b.askSpread(ctx, b.s.SpreadDeadline, b.s.SpreadWindow, lead, func(i int, timeout time.Duration) *hitlv1.UserQuestion {
+		return timed(fmt.Sprintf("flood-%s-%d", tag, i), timeout)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if caughtUp, err := waitOpen(ctx, b.obs, names); err != nil {
+		return nil, 0, err
+	} else if caughtUp.After(start) {
+		fmt.Fprintf(os.Stderr, "bench: flood %s: the last Open status came %s after the first deadline\n", tag, caughtUp.Sub(start))
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Until(start.Add(b.s.SpreadWindow))+60*time.Second)
+	defer cancel()
+	late, early, _, err := lateness(wait, b.obs, names)
+	if err == nil {
+		b.logSlices(late)
+	}
+	return late, early, err
+}
+
+// installAPF creates the FlowSchema and its priority level and waits until
+// the API server dispatches by them: it reports the level's seats.
+func (b *bench) installAPF(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if err := b.c.Create(ctx, o.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := b.apf(ctx)
+		if err != nil {
+			return err
+		}
+		if m["seats hitl-manager"] > 0 {
+			b.r.set("flood: seats of priority level hitl-manager", m["seats hitl-manager"])
+			b.r.set("flood: seats of priority level workload-low", m["seats workload-low"])
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server has no priority level hitl-manager 30s after it was created")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reportAPF records where the API server dispatched requests during a
+// flood run: the manager's level (hitl-manager) and the level it shares
+// with the flood without it (workload-low), with their mean wait in queue
+// and the requests refused.
+func (b *bench) reportAPF(label string, before, after map[string]float64) {
+	delta := func(key string) float64 { return after[key] - before[key] }
+	for _, level := range []string{"hitl-manager/hitl-manager", "workload-low/service-accounts"} {
+		n := delta("dispatched " + level)
+		b.r.set(label+"APF requests dispatched, "+level, n)
+		b.r.set(label+"APF requests refused, "+level, delta("rejected "+level))
+		if waits := delta("waits " + level); waits > 0 {
+			b.r.set(label+"APF mean wait in queue ms, "+level, 1000*delta("wait seconds "+level)/waits)
+		}
+	}
+}
