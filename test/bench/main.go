@@ -93,7 +93,11 @@ func main() {
 		}
 		s.Questions = n
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	timeout := 60 * time.Minute
+	if s.Questions > 0 {
+		timeout = 150 * time.Minute // creating the scale mode's objects takes most of it; within the tokens' 3 h
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if *plugin == "" {
 		*plugin = filepath.Join(filepath.Dir(*manager), "kubectl-hitl")
