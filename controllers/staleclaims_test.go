@@ -125,3 +125,86 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 		t.Fatalf("the window did not close after the claim expired: %s", s)
 	}
 }
+
+// countingReader counts the lists of Leases it passes on.
+type countingReader struct {
+	client.Reader
+	leaseLists int
+}
+
+func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*coordinationv1.LeaseList); ok {
+		c.leaseLists++
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// Windows sharing a deadline share one read of the claims, sent after the
+// deadline; a claim the cache missed still holds its window, and a window
+// closes at the time the read it used was sent.
+func TestWindowsSharingADeadlineShareOneReadOfTheClaims(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	asked := metav1.NewMicroTime(clk.Now())
+	question := func(name string) *hitlv1.UserQuestion {
+		return &hitlv1.UserQuestion{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{hitlv1.AgentLabel: "bot"}},
+			Spec: hitlv1.UserQuestionSpec{Agent: "bot", AskedAt: &asked, Timeout: &metav1.Duration{Duration: 5 * time.Second},
+				Questions: []hitlv1.Question{{ID: "go", Question: "Go?", Options: []hitlv1.QuestionOption{{Label: "yes"}, {Label: "no"}}}}},
+		}
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claimed-claim-1",
+			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: "claimed"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("alice"), LeaseDurationSeconds: ptr.To[int32](30)},
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := hitlv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	api := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(question("a"), question("b"), question("claimed"), lease).
+		WithStatusSubresource(&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}).
+		WithIndex(&hitlv1.QuestionReply{}, ReplyQuestionIndex, func(o client.Object) []string {
+			return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name}
+		}).Build()
+	reader := &countingReader{Reader: api}
+	r := &UserQuestionReconciler{Client: &staleLeases{Client: api}, APIReader: reader, Clock: clk, Recorder: events.NewFakeRecorder(100),
+		claims: newClaimTracker(), claimReads: newClaimReads(reader, clk), grants: newGrantCache(), own: newOwnWrites()}
+	reconcile := func(name string) *hitlv1.UserQuestion {
+		t.Helper()
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		var got hitlv1.UserQuestion
+		if err := api.Get(ctx, req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+
+	clk.Step(5*time.Second + 10*time.Millisecond) // just past the shared deadline
+	readAt := clk.Now()
+	if q := reconcile("a"); q.Status.State != hitlv1.StateContinued || !q.Status.ContinuedAt.Time.Equal(readAt) {
+		t.Fatalf("a: %s, continued at %v, want Continued at %v", q.Status.State, q.Status.ContinuedAt, readAt)
+	}
+	clk.Step(300 * time.Millisecond)
+	if q := reconcile("b"); q.Status.State != hitlv1.StateContinued || !q.Status.ContinuedAt.Time.Equal(readAt) {
+		t.Fatalf("b: %s, continued at %v, want Continued at %v, the time of the read it shared", q.Status.State, q.Status.ContinuedAt, readAt)
+	}
+	if reader.leaseLists != 1 {
+		t.Fatalf("%d reads of the claims for two windows sharing a deadline, want 1", reader.leaseLists)
+	}
+	// The cache never saw this one's claim: the shared read has it, and a
+	// read sent now confirms it.
+	if q := reconcile("claimed"); q.Status.State != hitlv1.StateOpen || q.Status.ClaimCount != 1 {
+		t.Fatalf("claimed: %s with %d claims, want Open, held by the claim the cache missed", q.Status.State, q.Status.ClaimCount)
+	}
+	if reader.leaseLists != 2 {
+		t.Errorf("%d reads of the claims, want a second one, sent once the shared one showed a claim", reader.leaseLists)
+	}
+}
