@@ -15,10 +15,10 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
-// claimReadKeep is how long a namespace's last read of its claims is kept
-// once nothing asks for a newer one: long enough for the rest of a burst
-// of windows that closed before it was sent.
-const claimReadKeep = 10 * time.Second
+// claimReadMaxAge is how old a read of the claims may be to close a
+// window: a close is never dated more than this before it is written, and
+// through a long burst the claims are read again this often.
+const claimReadMaxAge = 2 * time.Second
 
 var claimReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "hitl_claim_reads_total",
@@ -59,9 +59,12 @@ func newClaimReads(reader client.Reader, clk clock.PassiveClock) *claimReads {
 	return &claimReads{reader: reader, clock: clk, reads: map[string][]*claimRead{}}
 }
 
-// since returns a read of the namespace's claims sent no earlier than t:
-// one in flight or done, else a new one.
+// since returns a read of the namespace's claims sent no earlier than t,
+// nor claimReadMaxAge ago: one in flight or done, else a new one.
 func (c *claimReads) since(ctx context.Context, namespace string, t time.Time) (*claimRead, error) {
+	if oldest := c.clock.Now().Add(-claimReadMaxAge); t.Before(oldest) {
+		t = oldest
+	}
 	read, sent := c.join(namespace, t)
 	if sent {
 		claimReadsTotal.WithLabelValues("sent").Inc()
@@ -138,7 +141,7 @@ func (c *claimReads) forgetIdle() {
 	now := c.clock.Now()
 	for ns, reads := range c.reads {
 		last := reads[len(reads)-1]
-		if isDone(last) && now.Sub(last.at) > claimReadKeep {
+		if isDone(last) && now.Sub(last.at) > claimReadMaxAge {
 			delete(c.reads, ns)
 		}
 	}

@@ -85,11 +85,17 @@ func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 	if r, err := reads.since(ctx, "agents", deadline); err != nil || r != got[0] || api.lists.Load() != 1 {
 		t.Errorf("an overdue window sent another read (%d) or got another (%v, %v)", api.lists.Load(), r, err)
 	}
-	// Never for a window due after it was sent, nor in another namespace.
-	if r, err := reads.since(ctx, "agents", seenPlus(0.5)); err != nil || !r.at.Equal(clk.Now()) || api.lists.Load() != 2 {
+	// Never once it is older than claimReadMaxAge, for a window due after
+	// it was sent, nor in another namespace.
+	clk.Step(claimReadMaxAge)
+	if r, err := reads.since(ctx, "agents", deadline); err != nil || r == got[0] || api.lists.Load() != 2 {
+		t.Errorf("a read %s old closed a window (%v, %d reads)", claimReadMaxAge+time.Second, err, api.lists.Load())
+	}
+	clk.Step(time.Millisecond)
+	if r, err := reads.since(ctx, "agents", clk.Now()); err != nil || !r.at.Equal(clk.Now()) || api.lists.Load() != 3 {
 		t.Errorf("a window due after the read was sent got %v (%v), %d reads", r, err, api.lists.Load())
 	}
-	if _, err := reads.since(ctx, "others", deadline); err != nil || api.lists.Load() != 3 {
+	if _, err := reads.since(ctx, "others", deadline); err != nil || api.lists.Load() != 4 {
 		t.Errorf("another namespace shared the read: %v, %d reads", err, api.lists.Load())
 	}
 }
@@ -118,7 +124,7 @@ func TestClaimReadsForgetIdleNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Step(claimReadKeep + time.Second)
+	clk.Step(claimReadMaxAge + time.Second)
 	if _, err := reads.since(ctx, "c", clk.Now()); err != nil {
 		t.Fatal(err)
 	}

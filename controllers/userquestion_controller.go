@@ -243,13 +243,17 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // claims the API server holds: the cache may have missed a claim or its
 // renewal (its watch broken by an API server restart, or behind). The
 // window closes at the time of a read of the claims sent once it was due
-// to close (its deadline, and the expiry of the claims the cache knows),
-// which the other windows due by then share; a claim or renewal found there
+// to close (its deadline, the expiry of the claims the cache knows, the
+// end of those it saw go) and at most two seconds before, which the other
+// windows due by then share; a claim or renewal found there
 // counts as observed when the read returned. When that read shows a claim
 // holding the window, a read sent now decides.
 func (r *UserQuestionReconciler) confirmClose(ctx context.Context, in Inputs, d Decision) (Decision, error) {
 	q := in.Question
 	due := d.Status.Deadline.Time
+	if in.HeldUntil.After(due) {
+		due = in.HeldUntil
+	}
 	for _, c := range in.Claims {
 		if c.ExpiresAt.After(due) {
 			due = c.ExpiresAt
