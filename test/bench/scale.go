@@ -87,7 +87,7 @@ func (b *bench) atScale(ctx context.Context) error {
 		return err
 	}
 	drained := time.Now()
-	if err := b.quietFor(ctx, 30*time.Minute); err != nil {
+	if err := b.quietFor(ctx, 30*time.Minute, 3*time.Second, 3); err != nil {
 		return err
 	}
 	b.r.set("scale: manager caught up, s after the last object was created", time.Since(drained).Seconds())
@@ -105,7 +105,7 @@ func (b *bench) atScale(ctx context.Context) error {
 	case <-time.After(10 * time.Minute):
 		return errors.New("the manager's workers never started")
 	}
-	if err := b.quietFor(ctx, 30*time.Minute); err != nil {
+	if err := b.quietFor(ctx, 30*time.Minute, 3*time.Second, 3); err != nil {
 		return err
 	}
 	b.r.set("scale: restart to cache sync, ms", ms(synced.Sub(start)))

@@ -1436,12 +1436,7 @@ var errNoMetric = errors.New("metric not found")
 // scrape reads a metric of the manager: the sum of its series whose labels
 // contain every one of labels.
 func (b *bench) scrape(metric string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + b.metrics + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := b.managerMetrics()
 	if err != nil {
 		return 0, err
 	}
@@ -1457,6 +1452,16 @@ func (b *bench) scrape(metric string, labels ...string) (float64, error) {
 		sum += v
 	}
 	return sum, nil
+}
+
+// managerMetrics reads the manager's metrics endpoint.
+func (b *bench) managerMetrics() ([]byte, error) {
+	resp, err := http.Get("http://" + b.metrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // seriesOf parses the series of a metric in a Prometheus text exposition
@@ -1627,40 +1632,48 @@ func containsAll(s string, subs []string) bool {
 // idle for half a second, so that a workload does not measure the tail of the previous
 // one (the clean-up's deletions, say).
 func (b *bench) quiet(ctx context.Context) error {
-	return b.quietFor(ctx, 2*time.Minute)
+	return b.quietFor(ctx, 2*time.Minute, 100*time.Millisecond, 5)
 }
 
-// quietFor is quiet, waiting at most d.
-func (b *bench) quietFor(ctx context.Context, d time.Duration) error {
+// quietFor is quiet, waiting at most d, reading the manager's metrics
+// every interval until calm readings in a row find it idle. Every reading
+// costs the manager a pass over its cache (its metrics count the questions
+// by state), which the scale mode cannot afford ten times a second.
+func (b *bench) quietFor(ctx context.Context, d, every time.Duration, calmReadings int) error {
 	if b.manager == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	calm := 0
-	for calm < 5 {
+	for calm < calmReadings {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the controller to go quiet: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
+		}
+		body, err := b.managerMetrics()
+		if err != nil {
+			return err
 		}
 		// The priority queue exports a depth series per priority once an
 		// item of that priority has been queued: none yet is depth 0.
-		depth, err := b.scrape("workqueue_depth", `name="userquestion"`)
-		if errors.Is(err, errNoMetric) {
-			depth, err = 0, nil
-		}
+		depth, err := seriesOf(body, "workqueue_depth", `name="userquestion"`)
 		if err != nil {
 			return err
 		}
-		busy, err := b.scrape("controller_runtime_active_workers", `controller="userquestion"`)
-		if errors.Is(err, errNoMetric) {
-			busy, err = 0, nil
-		}
+		busy, err := seriesOf(body, "controller_runtime_active_workers", `controller="userquestion"`)
 		if err != nil {
 			return err
 		}
-		if depth+busy == 0 {
+		n := 0.0
+		for _, v := range depth {
+			n += v
+		}
+		for _, v := range busy {
+			n += v
+		}
+		if n == 0 {
 			calm++
 		} else {
 			calm = 0
