@@ -56,8 +56,10 @@ func Setup(mgr ctrl.Manager, c Config) error {
 		return err
 	}
 	// What explains a slow burst besides hitl's own metrics: how long
-	// requests wait for the client's rate limit, and how long they take.
-	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
+	// requests wait for the client's rate limit, how long they take, and
+	// how often client-go sent them again (a 429 from the API server's
+	// priority and fairness, for one).
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency, crmetrics.MetricRequestRetry)
 	r := &controllers.UserQuestionReconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events}
 	// Through a burst of transitions (shared deadlines, a restart) the
 	// status writes go first, and the events follow.
