@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -184,12 +183,7 @@ func apfObjects() ([]*unstructured.Unstructured, error) {
 // requests, and the seconds and count of their waits in queues; and
 // "seats <priority level>", the level's nominal seats.
 func (b *bench) apf(ctx context.Context) (map[string]float64, error) {
-	resp, err := b.apiServerGet(ctx, "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := b.apiServerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}

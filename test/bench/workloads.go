@@ -1489,6 +1489,16 @@ func seriesOf(body []byte, metric string, labels ...string) (map[string]float64,
 // policies and call its webhooks.
 var admissionPlugins = []string{"MutatingAdmissionPolicy", "ValidatingAdmissionPolicy", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
 
+// apiServerMetrics reads the API server's /metrics.
+func (b *bench) apiServerMetrics(ctx context.Context) ([]byte, error) {
+	resp, err := b.apiServerGet(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
 // apiCalls counts what the API server has served since it started: the
 // requests other than watches by verb, resource and subresource ("POST
 // userquestions", "PUT userquestions/status") and the seconds they took
@@ -1499,12 +1509,7 @@ var admissionPlugins = []string{"MutatingAdmissionPolicy", "ValidatingAdmissionP
 // MutatingAdmissionPolicy") and in each policy ("policy
 // hitl-reply-identity").
 func (b *bench) apiCalls(ctx context.Context) (map[string]float64, error) {
-	resp, err := b.apiServerGet(ctx, "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := b.apiServerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
