@@ -175,11 +175,7 @@ func (b *bench) atScale(ctx context.Context) error {
 // scaleMemory records the manager's RSS and Go heap, and checks the RSS.
 func (b *bench) scaleMemory(when string) error {
 	time.Sleep(2 * time.Second)
-	rss, err := rssBytes(b.manager.Process.Pid)
-	if err != nil {
-		return err
-	}
-	heap, err := b.scrape("go_memstats_heap_inuse_bytes")
+	rss, heap, err := b.managerMemory()
 	if err != nil {
 		return err
 	}

@@ -1224,11 +1224,7 @@ func (b *bench) memory(ctx context.Context) error {
 		return err
 	}
 	time.Sleep(3 * time.Second)
-	rss, err := rssBytes(b.manager.Process.Pid)
-	if err != nil {
-		return err
-	}
-	heap, err := b.scrape("go_memstats_heap_inuse_bytes")
+	rss, heap, err := b.managerMemory()
 	if err != nil {
 		return err
 	}
@@ -1314,6 +1310,16 @@ func (b *bench) logSlices(late []time.Duration) {
 		parts = append(parts, fmt.Sprintf("%.0f/%.0f", ms(p99), ms(worst)))
 	}
 	fmt.Fprintf(os.Stderr, "bench: spread lateness p99/max ms by tenth of the window: %s\n", strings.Join(parts, " "))
+}
+
+// managerMemory reads the manager's resident memory (from /proc) and its
+// Go heap in use (from its metrics), in bytes.
+func (b *bench) managerMemory() (rss int64, heap float64, err error) {
+	if rss, err = rssBytes(b.manager.Process.Pid); err != nil {
+		return 0, 0, err
+	}
+	heap, err = b.scrape("go_memstats_heap_inuse_bytes")
+	return rss, heap, err
 }
 
 func percentiles(d []time.Duration) (p50, p99, worst time.Duration) {
