@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,11 +18,6 @@ import (
 // window: a close is never dated more than this before it is written, and
 // through a long burst the claims are read again this often.
 const claimReadMaxAge = 2 * time.Second
-
-var claimReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "hitl_claim_reads_total",
-	Help: "Closes of a window checked against the claims read from the API server, by whether the check sent a read (sent) or used one another close had sent (shared).",
-}, []string{"read"})
 
 // claimReads reads the claims of a namespace from the API server, around
 // the cache, and shares each read between the windows it can close. A

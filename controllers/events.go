@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,17 +37,6 @@ const (
 	maxEventDelay = 2 * time.Second
 	// eventAttempts is how often an event write is tried.
 	eventAttempts = 3
-)
-
-var (
-	eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hitl_events_total",
-		Help: "Events the controller recorded, by result: written, aggregated (a Continued Event over its namespace's budget, folded into a summary Event, which counts as written), dropped (the queue was full) or failed.",
-	}, []string{"result"})
-	eventsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "hitl_events_queued",
-		Help: "Events recorded and not yet written: the event writer's backlog.",
-	})
 )
 
 // EventWriter records events.k8s.io Events with a fixed number of writers

@@ -38,6 +38,18 @@ var (
 		Name: "hitl_status_conflicts_total",
 		Help: "Question status writes refused with a conflict: the controller decided on a copy older than the API server's, and looks again.",
 	})
+	eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_events_total",
+		Help: "Events the controller recorded, by result: written, aggregated (a Continued Event over its namespace's budget, folded into a summary Event, which counts as written), dropped (the queue was full) or failed.",
+	}, []string{"result"})
+	eventsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hitl_events_queued",
+		Help: "Events recorded and not yet written: the event writer's backlog.",
+	})
+	claimReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_claim_reads_total",
+		Help: "Closes of a window checked against the claims read from the API server, by whether the check sent a read (sent) or used one another close had sent (shared).",
+	}, []string{"read"})
 	questionsDesc = prometheus.NewDesc("hitl_questions", "Questions by state, as the controller's cache holds them.", []string{"state"}, nil)
 	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
 )
