@@ -274,6 +274,16 @@ func (s *scene) state(name string) func(Gomega) hitlv1.QuestionState {
 	}
 }
 
+// staysOpen checks that a question is Open and stays so for a second: the
+// controller may not have written its first status yet (a question it has
+// not looked at is Open to SPEC, but its state is still empty), and a
+// question that settled would never be Open again.
+func (s *scene) staysOpen(name string) {
+	GinkgoHelper()
+	Eventually(s.state(name)).Should(Equal(hitlv1.StateOpen))
+	Consistently(s.state(name), time.Second).Should(Equal(hitlv1.StateOpen))
+}
+
 // outcome is a reply's status once the controller gave it an outcome.
 func (s *scene) outcome(name string) hitlv1.QuestionReplyStatus {
 	GinkgoHelper()
