@@ -44,7 +44,7 @@ var _ = Describe("The Events of a burst of closed windows", Ordered, func() {
 		Expect(k8s.Create(ctx, Question("pick", ns).Ask("color", "Which?", "red", "blue").Obj())).To(Succeed())
 		Expect(k8s.Create(ctx, Reply("both", ns, "pick").Select("color", "red", "blue").Obj())).To(Succeed())
 		for i := range timed {
-			Eventually(state(ns, fmt.Sprintf("t%d", i)), "5s").Should(Equal(hitlv1.StateContinued))
+			Eventually(state(ns, fmt.Sprintf("t%d", i))).Should(Equal(hitlv1.StateContinued))
 		}
 
 		continued := func() []eventsv1.Event {
@@ -58,7 +58,7 @@ var _ = Describe("The Events of a burst of closed windows", Ordered, func() {
 			}
 			return out
 		}
-		Eventually(func() int { return len(continued()) }, "10s").Should(Equal(budget + 1))
+		Eventually(func() int { return len(continued()) }, "30s").Should(Equal(budget + 1))
 		Consistently(func() int { return len(continued()) }, "1s").Should(Equal(budget + 1))
 		var summary *eventsv1.Event
 		own := map[string]bool{}
