@@ -38,17 +38,21 @@ func exampleRole() *rbacv1.ClusterRole {
 }
 
 // bindRole creates role (once per suite: it is cluster-scoped) and binds it
-// to user in ns.
+// to user in ns, and waits until the API server's authorizer applies it.
 func bindRole(ns, user string, role *rbacv1.ClusterRole) {
 	GinkgoHelper()
 	if err := admin.Create(ctx, role.DeepCopy()); !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
-	Expect(admin.Create(ctx, &rbacv1.RoleBinding{
+	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role.Name, Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	})).To(Succeed())
+	}
+	Expect(admin.Create(ctx, binding)).To(Succeed())
+	// The authorizer learns of the role and the binding from watches: the
+	// user's first calls must not race them.
+	Expect(testenv.AwaitBinding(ctx, admin, ns, binding.RoleRef, binding.Subjects, testenv.GrantWait)).To(Succeed())
 }
 
 // calls records the API calls a client makes, as "group/resource verb".
@@ -174,14 +178,15 @@ var _ = Describe("The example hitl-answerer role", func() {
 		a := answerer.New(userClient("dana", rec), ns, "dana-inbox", "release-bot")
 		ch := stream(a)
 
-		ask(where("q", ns, "release-bot").Timeout(2 * time.Second).Obj())
+		ask(where("q", ns, "release-bot").Timeout(4 * time.Second).Obj())
 		until(ch, is(watch.Added, "q"))
 		Eventually(state(ns, "q")).Should(Equal(hitlv1.StateOpen))
 		claim, err := a.Claim(ctx, "q", 5*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(claim.Close)
-		// Past the 2 s deadline and past one 5 s lease duration: only the
-		// renewals (every 5/3 s) keep the window open.
+		// Past the 4 s deadline (a window a loaded machine still makes its
+		// claim in) and past one 5 s lease duration: only the renewals
+		// (every 5/3 s) keep the window open.
 		Consistently(state(ns, "q"), 8*time.Second).Should(Equal(hitlv1.StateOpen))
 		l := getLease(ns, claim.Lease)
 		Expect(l.Spec.RenewTime.Time).To(BeTemporally(">", l.Spec.AcquireTime.Time.Add(6*time.Second)), "renewed several times")

@@ -41,7 +41,8 @@ func (b *syncBuffer) String() string {
 }
 
 // bindWithoutPatch binds user in ns to the example hitl-answerer role less
-// the verb patch on leases: everything an answerer does but renew a claim.
+// the verb patch on leases: everything an answerer does but renew a claim;
+// it returns once the API server's authorizer applies the binding.
 func bindWithoutPatch(t *testing.T, k *testenv.Cluster, ns, user string) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "rbac", "examples", "hitl_answerer.yaml"))
@@ -62,11 +63,16 @@ func bindWithoutPatch(t *testing.T, k *testenv.Cluster, ns, user string) {
 	if err := k.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if err := k.Client.Create(ctx, &rbacv1.RoleBinding{
+	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}); err != nil {
+	}
+	if err := k.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer learns of the role and the binding from watches.
+	if err := testenv.AwaitBinding(ctx, k.Client, ns, binding.RoleRef, binding.Subjects, testenv.GrantWait); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -379,6 +379,12 @@ var answeringCases = []admissionCase{
 
 		again := labelled(s.reply(q), "release-bot")
 		again.Spec.Answers = []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}
+		if feedback(s) {
+			// The webhook reads the question from the manager's cache,
+			// which may not hold the settlement read above yet.
+			Eventually(func() error { return alice.Create(ctx, again.DeepCopy(), client.DryRunAll) }).Should(HaveOccurred(),
+				"the webhook never refused a reply to the settled question")
+		}
 		err := alice.Create(ctx, again)
 		if feedback(s) {
 			refusedByWebhook(err, hitlv1.CodeNotAnswerable, "question "+q.Name+" is Settled")
