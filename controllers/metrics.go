@@ -1,17 +1,12 @@
 package controllers
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
 // The metrics of SPEC §5, on the manager's metrics endpoint.
@@ -54,17 +49,19 @@ var (
 	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
 )
 
-// stateCollector reports gauges computed at scrape time from the cache and
-// the claim tracker, so that no reconcile pays for them. It reads from the
-// most recently set up controller.
+// stateCollector reports gauges at scrape time from counts the controller
+// keeps as it goes (the questions by state, from the question informer's
+// events) and from the claim tracker, so that neither a reconcile nor a
+// scrape pays for a pass over the cache. It reads from the most recently
+// set up controller.
 type stateCollector struct {
 	source atomic.Pointer[collectorSource]
 }
 
 type collectorSource struct {
-	reader client.Reader
-	claims *claimTracker
-	clock  clock.PassiveClock
+	questions *questionCounts
+	claims    *claimTracker
+	clock     clock.PassiveClock
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -77,19 +74,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts := map[hitlv1.QuestionState]int{
-		hitlv1.StateOpen: 0, hitlv1.StateContinued: 0, hitlv1.StateSettled: 0, hitlv1.StateCancelled: 0,
-	}
-	var list hitlv1.UserQuestionList
-	if err := src.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err == nil {
-		for i := range list.Items {
-			counts[list.Items[i].State()]++
+	// Until the cache has synced, the counts are of part of it: no gauge
+	// rather than a wrong one.
+	if counts, synced := src.questions.snapshot(); synced {
+		for state, n := range counts {
+			ch <- prometheus.MustNewConstMetric(questionsDesc, prometheus.GaugeValue, float64(n), string(state))
 		}
-	}
-	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(questionsDesc, prometheus.GaugeValue, float64(n), string(state))
 	}
 	ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(src.claims.live(src.clock.Now())))
 }

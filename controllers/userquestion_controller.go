@@ -110,7 +110,11 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 	r.claimReads = newClaimReads(r.APIReader, r.Clock)
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
-	registerMetrics(&collectorSource{reader: mgr.GetCache(), claims: r.claims, clock: r.Clock})
+	questions, err := countQuestions(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	registerMetrics(&collectorSource{questions: questions, claims: r.claims, clock: r.Clock})
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userquestion").
