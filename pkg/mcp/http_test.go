@@ -151,11 +151,14 @@ func TestHTTPServiceAccountGroups(t *testing.T) {
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{hitlv1.GroupVersion.Group}, Resources: []string{"userquestions"},
 			Verbs: []string{"create", "get", "list", "watch", "update"}}},
 	})).To(Succeed())
-	g.Expect(e.admin.Create(e.ctx, &rbacv1.RoleBinding{
+	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "askers"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "askers"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:" + e.ns}},
-	})).To(Succeed())
+	}
+	g.Expect(e.admin.Create(e.ctx, binding)).To(Succeed())
+	// The authorizer learns of the Role and the binding from watches.
+	g.Expect(testenv.AwaitBinding(e.ctx, e.admin, e.ns, binding.RoleRef, binding.Subjects, testenv.GrantWait)).To(Succeed())
 	endpoint, _ := e.httpServer(hitlmcp.Options{})
 	cs := e.httpSession(endpoint, e.mcpToken("grouped"))
 	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "ask_user_question", whereArgs("1s")))
@@ -299,6 +302,8 @@ func TestHTTPWithShippedRBAC(t *testing.T) {
 	}
 	g.Expect(e.admin.Create(e.ctx, binding)).To(Succeed())
 	t.Cleanup(func() { _ = e.admin.Delete(context.Background(), binding) })
+	// The authorizer learns of the ClusterRole and the binding from watches.
+	g.Expect(testenv.AwaitBinding(e.ctx, e.admin, "", binding.RoleRef, binding.Subjects, testenv.GrantWait)).To(Succeed())
 	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, "mcp-server", time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
 	serverConfig := &rest.Config{Host: e.k.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.Config.CAData}}

@@ -207,11 +207,14 @@ func (e *env) serviceAccount(name string) *rest.Config {
 			Verbs: []string{"create", "get", "list", "watch", "update"},
 		}},
 	})).To(Succeed())
-	g.Expect(e.admin.Create(e.ctx, &rbacv1.RoleBinding{
+	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.ns, Name: name}},
-	})).To(Succeed())
+	}
+	g.Expect(e.admin.Create(e.ctx, binding)).To(Succeed())
+	// The authorizer learns of the Role and the binding from watches.
+	g.Expect(testenv.AwaitBinding(e.ctx, e.admin, e.ns, binding.RoleRef, binding.Subjects, testenv.GrantWait)).To(Succeed())
 	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, name, time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
 	return &rest.Config{Host: e.k.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.Config.CAData}}

@@ -41,11 +41,14 @@ func (e *env) inboxServiceAccount() *rest.Config {
 	role.Name = "hitl-inbox-" + e.ns
 	e.g.Expect(e.admin.Create(e.ctx, role)).To(Succeed())
 	e.g.Expect(e.admin.Create(e.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "hitl-inbox"}})).To(Succeed())
-	e.g.Expect(e.admin.Create(e.ctx, &rbacv1.ClusterRoleBinding{
+	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.ns, Name: "hitl-inbox"}},
-	})).To(Succeed())
+	}
+	e.g.Expect(e.admin.Create(e.ctx, binding)).To(Succeed())
+	// The authorizer learns of the role and the binding from watches.
+	e.g.Expect(testenv.AwaitBinding(e.ctx, e.admin, "", binding.RoleRef, binding.Subjects, testenv.GrantWait)).To(Succeed())
 	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, "hitl-inbox", time.Hour)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	return &rest.Config{Host: e.k.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.Config.CAData}}

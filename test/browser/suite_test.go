@@ -121,12 +121,17 @@ func (e *env) shippedRole(file string) *rbacv1.ClusterRole {
 	return role
 }
 
+// bind binds the ClusterRole role to subject in the namespace, and waits
+// until the API server's authorizer, which learns of bindings from a
+// watch, applies it.
 func (e *env) bind(role string, subject rbacv1.Subject) {
-	e.g.Expect(e.admin.Create(e.ctx, &rbacv1.RoleBinding{
+	b := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: role + "-", Namespace: e.ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{subject},
-	})).To(Succeed())
+	}
+	e.g.Expect(e.admin.Create(e.ctx, b)).To(Succeed())
+	e.g.Expect(testenv.AwaitBinding(e.ctx, e.admin, e.ns, b.RoleRef, b.Subjects, testenv.GrantWait)).To(Succeed())
 }
 
 // user creates a user with a client certificate, bound in the namespace to

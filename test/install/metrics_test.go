@@ -25,6 +25,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hitl-dev/hitl/test/testenv"
 )
@@ -63,6 +66,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 	if reader != "hitl-metrics-reader" {
 		t.Fatalf("config/rbac has no ClusterRole metrics-reader (found %q)", reader)
 	}
+	awaitBindings(ctx, t, admin, rbac)
 
 	// The manager, as its ServiceAccount.
 	saNS, saName := install.ManagerServiceAccount()
@@ -303,6 +307,28 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// awaitBindings waits until the API server's authorizer, which learns of
+// RBAC objects from watches, applies the RoleBindings and
+// ClusterRoleBindings among objs: a manager started before it did would
+// begin with refused calls.
+func awaitBindings(ctx context.Context, t *testing.T, admin client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		var ns string
+		var b rbacv1.ClusterRoleBinding
+		switch o.GetKind() {
+		case "RoleBinding":
+			ns = o.GetNamespace()
+		case "ClusterRoleBinding":
+		default:
+			continue
+		}
+		// A RoleBinding has the fields of a ClusterRoleBinding.
+		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b))
+		must(t, testenv.AwaitBinding(ctx, admin, ns, b.RoleRef, b.Subjects, testenv.GrantWait))
+	}
 }
 
 func must(t *testing.T, err error) {

@@ -210,6 +210,7 @@ func TestManagerServesWebhooksWithItsOwnCertificate(t *testing.T) {
 	if webhookConfig == "" {
 		t.Fatal("config/webhook-feedback renders no ValidatingWebhookConfiguration")
 	}
+	awaitBindings(ctx, t, admin, objs)
 	install, err := testenv.DefaultInstall()
 	must(t, err)
 	saNS, saName := install.ManagerServiceAccount()
