@@ -195,7 +195,9 @@ func TestClosedCardGivesTheWindowBackAndALateReplyIsQueuedAndWithdrawn(t *testin
 	_, url := e.inbox(inbox.Options{})
 	tab := e.tab("", false)
 	e.do(tab, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`[data-empty]`)))
-	e.ask(Question("late", e.ns).Ask("env", "Where should I deploy?", "staging", "production").Timeout(3 * time.Second).Obj())
+	// The card must open, and claim the question, inside the window,
+	// however slow the machine.
+	e.ask(Question("late", e.ns).Ask("env", "Where should I deploy?", "staging", "production").Timeout(8 * time.Second).Obj())
 	e.do(tab, chromedp.WaitVisible(card("late")), chromedp.Click(card("late", `[data-action="toggle"]`)))
 	e.g.Eventually(e.claims("late")).Should(HaveLen(1))
 	e.do(tab, chromedp.Click(card("late", `[data-action="toggle"]`)))
