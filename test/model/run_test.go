@@ -44,7 +44,7 @@ const pokeAnnotation = "model.hitl.dev/poke"
 
 // converge is how long the objects may take to match the model after an
 // operation.
-const converge = 15 * time.Second
+const converge = 30 * time.Second
 
 // TestModel drives the real controller, on a local control plane, and the
 // model of SPEC §1 with the same random operations, and compares them after
