@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -20,17 +19,20 @@ var questionStates = [...]hitlv1.QuestionState{hitlv1.StateOpen, hitlv1.StateCon
 // hitl_questions reads a few numbers instead of making a pass over the
 // cache.
 //
-// It keeps the state it last counted for each question, so that each
-// event moves one question's count: an add or an update counts the
-// question in its new state (out of the one it was counted in, if any), a
-// delete, or a tombstone (a DeletedFinalStateUnknown, from a relist that
-// found the question gone), uncounts it from the state it was counted in,
-// whatever the deleted object says. A resync, a relist's updates, an add of
-// a question already counted, a delete of one never counted: none of them
-// can count a question twice or make a count negative.
+// It keeps nothing per question: the informer hands its handlers every
+// change to its store, in order, each with what the store held. An add is
+// an object the store did not hold (the initial list, a relist's new
+// objects, and, for a handler added late, the objects already stored); an
+// update has the stored object as old (a resync's and a relist's updates
+// included, where old and new may be the same); a delete has the last
+// state of the object (the watch's DELETED event carries it, and the
+// watch brought every change before it), or a DeletedFinalStateUnknown
+// holding the stored object when a relist found it gone. Counting what is
+// added, moving an update from the old object's state to the new one's
+// and uncounting what is deleted keeps the counts those of the store,
+// resyncs and relists included.
 type questionCounts struct {
 	mu     sync.Mutex
-	states map[types.NamespacedName]hitlv1.QuestionState
 	counts map[hitlv1.QuestionState]int
 	synced func() bool
 }
@@ -51,33 +53,37 @@ func countQuestions(ctx context.Context, informers cache.Informers) (*questionCo
 }
 
 func newQuestionCounts() *questionCounts {
-	return &questionCounts{
-		states: map[types.NamespacedName]hitlv1.QuestionState{},
-		counts: make(map[hitlv1.QuestionState]int, len(questionStates)),
-	}
+	return &questionCounts{counts: make(map[hitlv1.QuestionState]int, len(questionStates))}
 }
 
-// set counts the question at key in state, or uncounts it when gone.
-func (c *questionCounts) set(key types.NamespacedName, state hitlv1.QuestionState, gone bool) {
+// questionState is the state of a question as the informer hands it, or
+// false for anything else.
+func questionState(obj any) (hitlv1.QuestionState, bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	q, ok := obj.(*hitlv1.UserQuestion)
+	if !ok || q == nil {
+		return "", false
+	}
+	return q.State(), true
+}
+
+// move moves a question out of one state's count and into another's;
+// either may be "".
+func (c *questionCounts) move(from, to hitlv1.QuestionState) {
+	if from == to {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	was, counted := c.states[key]
-	switch {
-	case gone:
-		if !counted {
-			return
+	if from != "" {
+		if c.counts[from]--; c.counts[from] == 0 && !isQuestionState(from) {
+			delete(c.counts, from)
 		}
-		delete(c.states, key)
-	case counted && was == state:
-		return
-	default:
-		c.states[key] = state
-		c.counts[state]++
 	}
-	if counted {
-		if c.counts[was]--; c.counts[was] == 0 && !isQuestionState(was) {
-			delete(c.counts, was)
-		}
+	if to != "" {
+		c.counts[to]++
 	}
 }
 
@@ -92,25 +98,22 @@ func isQuestionState(s hitlv1.QuestionState) bool {
 
 // OnAdd counts a question the informer stored.
 func (c *questionCounts) OnAdd(obj any, _ bool) {
-	if q, ok := obj.(*hitlv1.UserQuestion); ok {
-		c.set(types.NamespacedName{Namespace: q.Namespace, Name: q.Name}, q.State(), false)
+	if s, ok := questionState(obj); ok {
+		c.move("", s)
 	}
 }
 
-// OnUpdate counts a question in its new state.
-func (c *questionCounts) OnUpdate(_, newObj any) { c.OnAdd(newObj, false) }
+// OnUpdate moves a question from its old state's count to its new one's.
+func (c *questionCounts) OnUpdate(oldObj, newObj any) {
+	before, _ := questionState(oldObj)
+	after, _ := questionState(newObj)
+	c.move(before, after)
+}
 
 // OnDelete uncounts a question the informer removed, tombstones included.
 func (c *questionCounts) OnDelete(obj any) {
-	switch o := obj.(type) {
-	case *hitlv1.UserQuestion:
-		c.set(types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, "", true)
-	case toolscache.DeletedFinalStateUnknown:
-		if q, ok := o.Obj.(*hitlv1.UserQuestion); ok {
-			c.OnDelete(q)
-		} else if ns, name, err := toolscache.SplitMetaNamespaceKey(o.Key); err == nil {
-			c.set(types.NamespacedName{Namespace: ns, Name: name}, "", true)
-		}
+	if s, ok := questionState(obj); ok {
+		c.move(s, "")
 	}
 }
 
