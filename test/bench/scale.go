@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -87,10 +88,11 @@ func (b *bench) atScale(ctx context.Context) error {
 		return err
 	}
 	drained := time.Now()
-	if err := b.quietFor(ctx, 30*time.Minute, 3*time.Second, 3); err != nil {
+	caughtUp, err := b.quietFor(ctx, 30*time.Minute, 100*time.Millisecond, 5)
+	if err != nil {
 		return err
 	}
-	b.r.set("scale: manager caught up, s after the last object was created", time.Since(drained).Seconds())
+	b.r.set("scale: manager caught up, s after the last object was created", caughtUp.Sub(drained).Seconds())
 
 	// A restart: the cache sync of every object, then the first reconcile
 	// of each.
@@ -99,20 +101,40 @@ func (b *bench) atScale(ctx context.Context) error {
 	if err := b.startManager(false); err != nil {
 		return err
 	}
+	// The manager's CPU (and the API server's) from its start, through the
+	// cache sync and the first reconcile of every question.
+	profiled := func() {}
+	if err := b.waitForPprof(10 * time.Second); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: scale: no CPU profile of the restart: %v\n", err)
+	} else {
+		profiled = b.profileCPU(ctx, time.Now(), min(60, max(10, total/1500)), "scale-restart")
+	}
 	var synced time.Time
 	select {
 	case synced = <-b.synced:
 	case <-time.After(10 * time.Minute):
 		return errors.New("the manager's workers never started")
 	}
-	if err := b.quietFor(ctx, 30*time.Minute, 3*time.Second, 3); err != nil {
+	reconciled, err := b.quietFor(ctx, 30*time.Minute, 100*time.Millisecond, 5)
+	if err != nil {
 		return err
 	}
 	b.r.set("scale: restart to cache sync, ms", ms(synced.Sub(start)))
-	b.r.set("scale: cache sync to every question reconciled, s", time.Since(synced).Seconds())
+	b.r.set("scale: cache sync to every question reconciled, s", reconciled.Sub(synced).Seconds())
+	profiled()
 	if err := b.scaleMemory("after restart"); err != nil {
 		return err
 	}
+	if err := b.saveProfile("heap?gc=1", "manager-heap-scale-restart.pprof"); err != nil {
+		return err
+	}
+	// What a scrape of the manager's metrics costs at this size (every
+	// figure it serves is kept as it goes: no pass over the cache).
+	scrapeStart := time.Now()
+	if _, err := b.managerMetrics(); err != nil {
+		return err
+	}
+	b.r.set("scale: one read of the manager's /metrics, ms", ms(time.Since(scrapeStart)))
 
 	// Settle latency, one ask at a time, with every question in the cache.
 	var samples []time.Duration
@@ -169,7 +191,22 @@ func (b *bench) atScale(ctx context.Context) error {
 	if err := b.scaleMemory("at the end"); err != nil {
 		return err
 	}
-	return b.saveProfile("heap", "manager-heap-scale.pprof")
+	return b.saveProfile("heap?gc=1", "manager-heap-scale.pprof")
+}
+
+// waitForPprof waits until the manager's profiling endpoint listens.
+func (b *bench) waitForPprof(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		conn, err := net.DialTimeout("tcp", b.pprof, time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // scaleMemory records the manager's RSS and Go heap, and checks the RSS.

@@ -1643,16 +1643,18 @@ func containsAll(s string, subs []string) bool {
 // idle for half a second, so that a workload does not measure the tail of the previous
 // one (the clean-up's deletions, say).
 func (b *bench) quiet(ctx context.Context) error {
-	return b.quietFor(ctx, 2*time.Minute, 100*time.Millisecond, 5)
+	_, err := b.quietFor(ctx, 2*time.Minute, 100*time.Millisecond, 5)
+	return err
 }
 
 // quietFor is quiet, waiting at most d, reading the manager's metrics
-// every interval until calm readings in a row find it idle. Every reading
-// costs the manager a pass over its cache (its metrics count the questions
-// by state), which the scale mode cannot afford ten times a second.
-func (b *bench) quietFor(ctx context.Context, d, every time.Duration, calmReadings int) error {
+// every interval until calm readings in a row find it idle; it returns the
+// time of the first of them, when the controller was seen idle. A reading
+// costs the manager little at any size: every figure it serves is kept as
+// it goes.
+func (b *bench) quietFor(ctx context.Context, d, every time.Duration, calmReadings int) (idleSince time.Time, err error) {
 	if b.manager == nil {
-		return nil
+		return time.Now(), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -1660,22 +1662,23 @@ func (b *bench) quietFor(ctx context.Context, d, every time.Duration, calmReadin
 	for calm < calmReadings {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the controller to go quiet: %w", ctx.Err())
+			return time.Time{}, fmt.Errorf("waiting for the controller to go quiet: %w", ctx.Err())
 		case <-time.After(every):
 		}
+		read := time.Now()
 		body, err := b.managerMetrics()
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		// The priority queue exports a depth series per priority once an
 		// item of that priority has been queued: none yet is depth 0.
 		depth, err := seriesOf(body, "workqueue_depth", `name="userquestion"`)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		busy, err := seriesOf(body, "controller_runtime_active_workers", `controller="userquestion"`)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		n := 0.0
 		for _, v := range depth {
@@ -1685,10 +1688,13 @@ func (b *bench) quietFor(ctx context.Context, d, every time.Duration, calmReadin
 			n += v
 		}
 		if n == 0 {
+			if calm == 0 {
+				idleSince = read
+			}
 			calm++
 		} else {
 			calm = 0
 		}
 	}
-	return nil
+	return idleSince, nil
 }
