@@ -92,9 +92,8 @@ func (r *UserQuestionReconciler) StatusWritesInFlight() int { return int(r.statu
 // to workers questions at once.
 func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &hitlv1.QuestionReply{}, ReplyQuestionIndex,
-		func(o client.Object) []string { return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name} }); err != nil {
-		return fmt.Errorf("indexing replies by question: %w", err)
+	if err := indexRepliesByQuestion(ctx, mgr.GetCache()); err != nil {
+		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &coordinationv1.Lease{}, claimQuestionIndex,
 		func(o client.Object) []string { return []string{o.GetLabels()[hitlv1.QuestionLabel]} }); err != nil {
