@@ -174,7 +174,11 @@ func (b *bench) atScale(ctx context.Context) error {
 	}
 	wait, cancel := context.WithTimeout(ctx, time.Until(first.Add(b.s.SpreadWindow))+60*time.Second)
 	defer cancel()
+	// The manager's and the API server's CPU in the middle of the window,
+	// while the deadlines fall due.
+	profiledDeadlines := b.profileCPU(ctx, first.Add(b.s.SpreadWindow/3), 10, "scale-deadlines")
 	late, early, _, err := lateness(wait, obs, names)
+	profiledDeadlines()
 	if err != nil {
 		return err
 	}
