@@ -138,14 +138,18 @@ func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (R
 	if ctx.Err() != nil {
 		return Result{}, aborted(ctx.Err(), "the ask was aborted before it was made")
 	}
-	q, err := a.Create(ctx, req, timeout)
+	q, err := a.createOutliving(ctx, req, timeout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Result{}, aborted(ctx.Err(), "the ask was aborted while it was made")
+			return Result{}, aborted(ctx.Err(), "the ask was aborted while it was made, and the API server did not answer within %s of that; "+
+				"a question it may have made is left as it is", cancelGrace)
 		}
 		return Result{}, err
 	}
 	name := q.Name
+	if ctx.Err() != nil {
+		return Result{}, a.abort(ctx, name)
+	}
 	q, err = a.Wait(ctx, name, answeredOrPending)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -154,6 +158,27 @@ func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (R
 		return Result{}, err
 	}
 	return askResult(q)
+}
+
+// createOutliving creates the question of an ask with a context that does
+// not end when ctx does, until cancelGrace after: a create cut off in
+// flight may still be made by the API server, and with a generated name
+// nobody could then find and cancel it. Once ctx has ended, the ask cancels
+// the question it made.
+func (a *Agent) createOutliving(ctx context.Context, req Request, timeout *time.Duration) (*hitlv1.UserQuestion, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-cctx.Done():
+		}
+	})
+	defer stop()
+	return a.Create(cctx, req, timeout)
 }
 
 // answeredOrPending is done when the agent's call can return: the question

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/agent"
@@ -171,6 +173,35 @@ var _ = Describe("Asking", func() {
 		Expect(got.err.Error()).To(HavePrefix("ASK_ABORTED: "))
 		Expect(question(ns, "abort")().Spec.Cancelled).To(BeTrue())
 		Eventually(state(ns, "abort")).Should(Equal(hitlv1.StateCancelled))
+	})
+
+	It("cancels the question of an ask whose context ends while the create is in flight", func() {
+		// The API server makes the question, and the caller's context ends
+		// before its answer is read: a client reading with that context
+		// would return the context's error and never learn the generated
+		// name. The ask must still find its question cancelled.
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var created atomic.Pointer[hitlv1.UserQuestion]
+		c := interceptor.NewClient(admin, interceptor.Funcs{
+			Create: func(cctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if err := c.Create(cctx, obj, opts...); err != nil {
+					return err
+				}
+				created.Store(obj.(*hitlv1.UserQuestion).DeepCopy())
+				cancel()
+				return cctx.Err()
+			},
+		})
+		_, err := agent.New(c, ns, "bot").Ask(actx, agent.Request{Questions: where()})
+		Expect(codeOf(err)).To(Equal(hitlv1.CodeAskAborted))
+		Expect(err).To(MatchError(context.Canceled))
+		q := created.Load()
+		Expect(q).NotTo(BeNil())
+		Expect(q.Name).To(HavePrefix("bot-"))
+		Expect(err).To(MatchError(ContainSubstring("question " + q.Name + " was aborted")))
+		Expect(question(ns, q.Name)().Spec.Cancelled).To(BeTrue())
+		Eventually(state(ns, q.Name)).Should(Equal(hitlv1.StateCancelled))
 	})
 
 	It("returns ASK_ABORTED when someone else cancels the question", func() {
