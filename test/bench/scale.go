@@ -195,7 +195,72 @@ func (b *bench) atScale(ctx context.Context) error {
 	if err := b.scaleMemory("at the end"); err != nil {
 		return err
 	}
-	return b.saveProfile("heap?gc=1", "manager-heap-scale.pprof")
+	if err := b.saveProfile("heap?gc=1", "manager-heap-scale.pprof"); err != nil {
+		return err
+	}
+	return b.scaleFloor(ctx, timedN, lead, nsName)
+}
+
+// scaleFloor is the floor of the timed windows at this size, in the same
+// run: with the manager stopped, as many questions again, their deadlines
+// spread the same way, each closed at its deadline by a bare client that
+// writes what the controller writes for a window that closes (the
+// Continued status and an Event) and reads nothing first. Its lateness is
+// what the API server alone allows; a controller cannot do better.
+func (b *bench) scaleFloor(ctx context.Context, n int, lead time.Duration, nsName func(int) string) error {
+	b.stopManager()
+	obs := newObserver()
+	if err := obs.run(ctx, b.c, "", scaleLabel, "floor"); err != nil {
+		return err
+	}
+	qs := make([]*hitlv1.UserQuestion, n)
+	names, first, err := b.askSpread(ctx, n, b.s.SpreadWindow, lead, func(i int, timeout time.Duration) *hitlv1.UserQuestion {
+		qs[i] = builders.Question(fmt.Sprintf("floor-%d", i), nsName(i)).Agent("bench").Label(hitlv1.AgentLabel, "bench").
+			Label(scaleLabel, "floor").Ask("q", "Proceed?", "yes", "no").Timeout(timeout).Obj()
+		return qs[i]
+	})
+	if err != nil {
+		return err
+	}
+	if behind := time.Since(first); behind > 0 {
+		return fmt.Errorf("the floor's questions were created %s after their first deadline: the lead of %s was too short", behind, lead)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Until(first.Add(b.s.SpreadWindow))+60*time.Second)
+	defer cancel()
+	errs := make(chan error, n)
+	for _, q := range qs {
+		deadline, _ := q.Deadline()
+		time.AfterFunc(time.Until(deadline), func() { errs <- b.closeWindow(wait, q, deadline) })
+	}
+	late, early, _, err := lateness(wait, obs, names)
+	if err != nil {
+		return err
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("the floor's bare client: %w", err)
+		}
+	}
+	p50, p99, worst := percentiles(late)
+	label := fmt.Sprintf("scale: floor: a bare client's deadline lateness ms, %d spread", len(late))
+	b.r.set(label+" p50", ms(p50))
+	b.r.set(label+" p99", ms(p99))
+	b.r.set(label+" max", ms(worst))
+	b.r.set("scale: floor: early transitions", float64(early))
+	return nil
+}
+
+// closeWindow writes, as a bare client, what the controller writes when
+// the window of q closes at deadline: its Continued status and an Event.
+func (b *bench) closeWindow(ctx context.Context, q *hitlv1.UserQuestion, deadline time.Time) error {
+	now := time.Now()
+	q.Status.State = hitlv1.StateContinued
+	q.Status.Deadline = &metav1.MicroTime{Time: deadline}
+	q.Status.ContinuedAt = &metav1.MicroTime{Time: now}
+	if err := b.c.Status().Update(ctx, q); err != nil {
+		return err
+	}
+	return b.c.Create(ctx, continuedEvent(q, now))
 }
 
 // waitForPprof waits until the manager's profiling endpoint listens.

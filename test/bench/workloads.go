@@ -652,13 +652,7 @@ func (b *bench) transitionFloor(ctx context.Context) error {
 			if !withEvents {
 				return nil
 			}
-			now := time.Now()
-			return b.c.Create(ctx, &eventsv1.Event{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", q.Name, now.UnixNano()), Namespace: ns},
-				EventTime:  metav1.NewMicroTime(now), ReportingController: "bench", ReportingInstance: "bench",
-				Action: "Continue", Reason: "Continued", Type: corev1.EventTypeNormal, Note: "floor",
-				Regarding: corev1.ObjectReference{Kind: "UserQuestion", APIVersion: hitlv1.GroupVersion.String(), Namespace: ns, Name: q.Name, UID: q.UID},
-			})
+			return b.c.Create(ctx, continuedEvent(q, time.Now()))
 		})
 		if err != nil {
 			return err
@@ -670,6 +664,17 @@ func (b *bench) transitionFloor(ctx context.Context) error {
 		b.r.set(label, ms(took))
 	}
 	return nil
+}
+
+// continuedEvent is the Event a bare client writes for q's window closing
+// at now, as the controller writes one.
+func continuedEvent(q *hitlv1.UserQuestion, now time.Time) *eventsv1.Event {
+	return &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", q.Name, now.UnixNano()), Namespace: q.Namespace},
+		EventTime:  metav1.NewMicroTime(now), ReportingController: "bench", ReportingInstance: "bench",
+		Action: "Continue", Reason: "Continued", Type: corev1.EventTypeNormal, Note: "floor",
+		Regarding: corev1.ObjectReference{Kind: "UserQuestion", APIVersion: hitlv1.GroupVersion.String(), Namespace: q.Namespace, Name: q.Name, UID: q.UID},
+	}
 }
 
 type webhookConfigs struct {
