@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,15 +41,21 @@ func (c *countingLeases) List(_ context.Context, list client.ObjectList, _ ...cl
 }
 
 func claimOf(question, name string) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: name,
+	return claimIn("agents", question, name)
+}
+
+func claimIn(namespace, question, name string) coordinationv1.Lease {
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 		Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: question}}}
 }
+
+var deployPlan = types.NamespacedName{Namespace: "agents", Name: "deploy-plan"}
 
 func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
 	api := &countingLeases{gate: make(chan struct{}), leases: []coordinationv1.Lease{
-		claimOf("deploy-plan", "alice"), claimOf("other-plan", "bob"), claimOf("deploy-plan", "carol")}}
+		claimOf("deploy-plan", "alice"), claimOf("other-plan", "bob"), claimIn("others", "deploy-plan", "dave"), claimOf("deploy-plan", "carol")}}
 	reads := newClaimReads(api, clk)
 	deadline := seen
 
@@ -58,7 +66,7 @@ func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 	got := make([]*claimRead, 16)
 	for i := range got {
 		wg.Go(func() {
-			r, err := reads.since(ctx, "agents", deadline)
+			r, err := reads.since(ctx, deadline)
 			if err != nil {
 				t.Error(err)
 			}
@@ -76,27 +84,60 @@ func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 			t.Fatalf("a window got the read sent at %v, want the one sent at %v", r.at, seenPlus(0.005))
 		}
 	}
-	if claims := got[0].of("deploy-plan"); len(claims) != 2 || claims[0].Name != "alice" || claims[1].Name != "carol" {
+	if claims := got[0].of(deployPlan); len(claims) != 2 || claims[0].Name != "alice" || claims[1].Name != "carol" {
 		t.Errorf("claims of deploy-plan: %v", claims)
 	}
 
 	// Still usable for a window due before it was sent, even later on.
 	clk.Step(time.Second)
-	if r, err := reads.since(ctx, "agents", deadline); err != nil || r != got[0] || api.lists.Load() != 1 {
+	if r, err := reads.since(ctx, deadline); err != nil || r != got[0] || api.lists.Load() != 1 {
 		t.Errorf("an overdue window sent another read (%d) or got another (%v, %v)", api.lists.Load(), r, err)
 	}
-	// Never once it is older than claimReadMaxAge, for a window due after
-	// it was sent, nor in another namespace.
+	// Never once it is older than claimReadMaxAge, nor for a window due
+	// after it was sent.
 	clk.Step(claimReadMaxAge)
-	if r, err := reads.since(ctx, "agents", deadline); err != nil || r == got[0] || api.lists.Load() != 2 {
+	if r, err := reads.since(ctx, deadline); err != nil || r == got[0] || api.lists.Load() != 2 {
 		t.Errorf("a read %s old closed a window (%v, %d reads)", claimReadMaxAge+time.Second, err, api.lists.Load())
 	}
 	clk.Step(time.Millisecond)
-	if r, err := reads.since(ctx, "agents", clk.Now()); err != nil || !r.at.Equal(clk.Now()) || api.lists.Load() != 3 {
+	if r, err := reads.since(ctx, clk.Now()); err != nil || !r.at.Equal(clk.Now()) || api.lists.Load() != 3 {
 		t.Errorf("a window due after the read was sent got %v (%v), %d reads", r, err, api.lists.Load())
 	}
-	if _, err := reads.since(ctx, "others", deadline); err != nil || api.lists.Load() != 4 {
-		t.Errorf("another namespace shared the read: %v, %d reads", err, api.lists.Load())
+}
+
+// Windows closing in many namespaces share the reads: a read holds the
+// claims of every namespace, and each window gets its own.
+func TestClaimReadsAreSharedAcrossNamespaces(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(seen)
+	api := &countingLeases{leases: []coordinationv1.Lease{
+		claimIn("team-a", "plan", "alice"), claimIn("team-b", "plan", "bob"), claimIn("team-b", "other", "carol")}}
+	reads := newClaimReads(api, clk)
+	clk.Step(200 * time.Millisecond)
+	first, err := reads.since(ctx, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Windows due in the 200 ms before it was sent, closing over the next
+	// second: the read has the claims of all their namespaces.
+	for i := range 100 {
+		clk.Step(10 * time.Millisecond)
+		r, err := reads.since(ctx, seen.Add(time.Duration(2*i)*time.Millisecond))
+		if err != nil || r != first {
+			t.Fatalf("window %d, due before the read was sent, got %v (%v), not the read", i, r, err)
+		}
+	}
+	if n := api.lists.Load(); n != 1 {
+		t.Errorf("%d reads for 101 windows due before the first was sent, want 1", n)
+	}
+	for ns, want := range map[string][]string{"team-a": {"alice"}, "team-b": {"bob"}, "team-c": nil} {
+		var got []string
+		for _, l := range first.of(types.NamespacedName{Namespace: ns, Name: "plan"}) {
+			got = append(got, l.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("claims of %s/plan: %v, want %v", ns, got, want)
+		}
 	}
 }
 
@@ -106,29 +147,26 @@ func TestClaimReadsFailedReadIsNotShared(t *testing.T) {
 	api := &countingLeases{}
 	api.fail.Store(true)
 	reads := newClaimReads(api, clk)
-	if _, err := reads.since(ctx, "agents", seen); err == nil {
+	if _, err := reads.since(ctx, seen); err == nil {
 		t.Fatal("a failed read returned no error")
 	}
 	api.fail.Store(false)
-	if _, err := reads.since(ctx, "agents", seen); err != nil || api.lists.Load() != 2 {
+	if _, err := reads.since(ctx, seen); err != nil || api.lists.Load() != 2 {
 		t.Errorf("after a failed read: %v, %d reads, want a second read that succeeds", err, api.lists.Load())
 	}
 }
 
-func TestClaimReadsForgetIdleNamespaces(t *testing.T) {
+func TestClaimReadsKeepOnlyTheNewest(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
 	reads := newClaimReads(&countingLeases{}, clk)
-	for _, ns := range []string{"a", "b"} {
-		if _, err := reads.since(ctx, ns, seen); err != nil {
+	for range 5 {
+		clk.Step(claimReadMaxAge + time.Second)
+		if _, err := reads.since(ctx, clk.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	clk.Step(claimReadMaxAge + time.Second)
-	if _, err := reads.since(ctx, "c", clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if len(reads.reads) != 1 || reads.reads["c"] == nil {
-		t.Errorf("namespaces kept: %v, want only c", len(reads.reads))
+	if len(reads.reads) != 1 || !reads.reads[0].at.Equal(clk.Now()) {
+		t.Errorf("%d reads kept, want only the newest", len(reads.reads))
 	}
 }

@@ -264,11 +264,11 @@ func (r *UserQuestionReconciler) confirmClose(ctx context.Context, in Inputs, d 
 	}
 	now := in.Now
 	for _, since := range []time.Time{due, now} {
-		read, err := r.claimReads.since(ctx, q.Namespace, since)
+		read, err := r.claimReads.since(ctx, since)
 		if err != nil {
 			return Decision{}, err
 		}
-		in.Claims, in.HeldUntil = r.claims.observe(client.ObjectKeyFromObject(q), read.of(q.Name), r.Clock.Now())
+		in.Claims, in.HeldUntil = r.claims.observe(client.ObjectKeyFromObject(q), read.of(client.ObjectKeyFromObject(q)), r.Clock.Now())
 		in.Now = read.at
 		if d = Decide(in); d.Transition == hitlv1.StateContinued || !read.at.Before(now) {
 			break

@@ -311,7 +311,7 @@ func (b *bench) floodedDeadlines(ctx context.Context, tag string) ([]time.Durati
 	defer cancel()
 	late, early, _, err := lateness(wait, b.obs, names)
 	if err == nil {
-		b.logSlices(late)
+		b.logSlices("flood "+tag+": spread", late)
 	}
 	return late, early, err
 }

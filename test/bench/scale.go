@@ -182,7 +182,7 @@ func (b *bench) atScale(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.logSlices(late)
+	b.logSlices("scale: spread", late)
 	p50, p99, worst = percentiles(late)
 	label := fmt.Sprintf("scale: deadline lateness ms, %d spread", len(late))
 	b.r.set(label+" p50", ms(p50))
@@ -241,6 +241,7 @@ func (b *bench) scaleFloor(ctx context.Context, n int, lead time.Duration, nsNam
 			return fmt.Errorf("the floor's bare client: %w", err)
 		}
 	}
+	b.logSlices("scale: floor: a bare client's", late)
 	p50, p99, worst := percentiles(late)
 	label := fmt.Sprintf("scale: floor: a bare client's deadline lateness ms, %d spread", len(late))
 	b.r.set(label+" p50", ms(p50))

@@ -1043,7 +1043,7 @@ func (b *bench) deadlines(ctx context.Context) error {
 			return err
 		}
 		if set.label == "spread" {
-			b.logSlices(late)
+			b.logSlices("spread", late)
 		}
 		p50, p99, worst := percentiles(late)
 		label := fmt.Sprintf("deadline lateness ms, %d %s", len(set.names), set.label)
@@ -1306,7 +1306,7 @@ func (b *bench) restart(ctx context.Context) error {
 
 // logSlices prints the lateness of the spread deadlines by tenths of
 // their window, in deadline order, to show when the late ones fell due.
-func (b *bench) logSlices(late []time.Duration) {
+func (b *bench) logSlices(what string, late []time.Duration) {
 	n := len(late)
 	var parts []string
 	for i := range 10 {
@@ -1314,7 +1314,7 @@ func (b *bench) logSlices(late []time.Duration) {
 		_, p99, worst := percentiles(slice)
 		parts = append(parts, fmt.Sprintf("%.0f/%.0f", ms(p99), ms(worst)))
 	}
-	fmt.Fprintf(os.Stderr, "bench: spread lateness p99/max ms by tenth of the window: %s\n", strings.Join(parts, " "))
+	fmt.Fprintf(os.Stderr, "bench: %s lateness p99/max ms by tenth of the window: %s\n", what, strings.Join(parts, " "))
 }
 
 // managerMemory reads the manager's resident memory (from /proc) and its
