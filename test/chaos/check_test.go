@@ -165,6 +165,15 @@ func TestCheckFindsBrokenPromises(t *testing.T) {
 			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
 			views:     clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}}},
 		}, "told-pending-but-settled-in-window"},
+		{"queued reply never seen, not withdrawn", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
+			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeQueued}}},
+		}, "reply-lost"},
+		{"applied reply never seen, though withdrawn", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
+			views: clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeApplied}},
+				Withdrawn: []string{"r1"}},
+		}, "reply-lost"},
 		{"answerer told another outcome", history{
 			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
 			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
@@ -238,5 +247,19 @@ func TestLeadershipEndsAtTheKill(t *testing.T) {
 	}, at(60))
 	if _, ok := l.servingAt(at(10.2)); ok {
 		t.Fatalf("serving after the kill: %v", l.serving)
+	}
+}
+
+// A reply queued and withdrawn by its answerer while the recorder's watch
+// was broken (an API server restart) is never seen, and is not lost: the
+// answerer's calls account for it.
+func TestAReplyWithdrawnUnseenIsNotLost(t *testing.T) {
+	h := history{
+		questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, question("1", 0))}},
+		views: clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeQueued}},
+			Withdrawn: []string{"r1"}},
+	}
+	if got := rules(t, h); slices.Contains(got, "reply-lost") {
+		t.Fatalf("a withdrawn reply counted as lost: %v", got)
 	}
 }

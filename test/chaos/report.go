@@ -63,8 +63,11 @@ type report struct {
 	Outcomes     map[string]int    `json:"replyOutcomes"`
 	States       map[string]int    `json:"questionStates"`
 	Relists      int               `json:"recorderLists"`
-	Failovers    []failover        `json:"failovers"`
-	Deposed      deposedWrites     `json:"deposedWrites"`
+	// UnseenWithdrawn counts the replies queued and withdrawn while the
+	// recorder was not watching.
+	UnseenWithdrawn int           `json:"unseenWithdrawn"`
+	Failovers       []failover    `json:"failovers"`
+	Deposed         deposedWrites `json:"deposedWrites"`
 
 	Settle stats `json:"settleLatency"`
 	// Lateness of windows closed (Continued) after their deadline: Raw
@@ -123,6 +126,9 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  first %s error: %s\n", k, r.ErrorSamples[k])
 	}
 	fmt.Fprintf(w, "objects:          %s (recorder lists %d)\n", counts(r.Objects), r.Relists)
+	if r.UnseenWithdrawn > 0 {
+		fmt.Fprintf(w, "                  %d replies queued and withdrawn while the recorder was not watching\n", r.UnseenWithdrawn)
+	}
 	fmt.Fprintf(w, "reply outcomes:   %s\n", counts(r.Outcomes))
 	fmt.Fprintf(w, "question states:  %s\n", counts(r.States))
 	var acquire, workers, write []time.Duration

@@ -49,6 +49,9 @@ type clientViews struct {
 	Asks    []askView
 	Admits  []admitView
 	Replies []replyView
+	// Withdrawn are the replies their answerer withdrew: the API server
+	// deleted them, guarded by the version that showed them Queued.
+	Withdrawn []string
 	// Ops counts operations by kind; Errors the calls that failed
 	// without a code (transport errors while the API server was down).
 	Ops    map[string]int
@@ -367,6 +370,9 @@ func (s *scenario) late(ctx context.Context, ag *agent.Agent, question, kind str
 		if err != nil {
 			return
 		}
+		s.w.mu.Lock()
+		s.w.v.Withdrawn = append(s.w.v.Withdrawn, queued)
+		s.w.mu.Unlock()
 		again := s.reply(ctx, a, question)
 		if again.Outcome != hitlv1.OutcomeQueued {
 			return
