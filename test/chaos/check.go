@@ -482,9 +482,13 @@ func (c *checker) clients() {
 			if q.Status.State == hitlv1.StateSettled && q.Status.Settlement != nil && !q.Status.Settlement.Late {
 				c.violate("told-pending-but-settled-in-window", obj, "the agent was told pending, but the question settled in its window")
 			}
+			// Seen Continued, or seen after it with the time its window
+			// closed: the Continued version itself may have come and gone
+			// while the recorder's watch was broken by an API server
+			// restart (then Settled late, or Cancelled, before it listed).
 			seen := false
 			for _, v := range c.h.questions[a.Question] {
-				seen = seen || v.Object.Status.State == hitlv1.StateContinued
+				seen = seen || v.Object.Status.State == hitlv1.StateContinued || v.Object.Status.ContinuedAt != nil
 			}
 			if !seen {
 				c.violate("told-pending-never-continued", obj, "the agent was told pending, but the question was never seen Continued")

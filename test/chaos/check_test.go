@@ -165,6 +165,10 @@ func TestCheckFindsBrokenPromises(t *testing.T) {
 			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
 			views:     clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}}},
 		}, "told-pending-but-settled-in-window"},
+		{"agent told pending for a question whose window never closed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open)}},
+			views:     clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}}},
+		}, "told-pending-never-continued"},
 		{"queued reply never seen, not withdrawn", history{
 			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
 			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeQueued}}},
@@ -261,5 +265,22 @@ func TestAReplyWithdrawnUnseenIsNotLost(t *testing.T) {
 	}
 	if got := rules(t, h); slices.Contains(got, "reply-lost") {
 		t.Fatalf("a withdrawn reply counted as lost: %v", got)
+	}
+}
+
+// A question whose Continued version came and went while the recorder's
+// watch was broken, and was then seen Settled late, closed its window: its
+// continuedAt says so, and the agent told pending was told the truth.
+func TestAWindowClosedUnseenIsSeenByItsContinuedAt(t *testing.T) {
+	open := question("1", 5*time.Second)
+	late := settled(open, "3", "r1", true, batch("a"))
+	late.Status.ContinuedAt = ptr.To(metav1.NewMicroTime(at(5)))
+	h := history{
+		questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(9, late)}},
+		replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(8, reply("r1", "4", hitlv1.OutcomeAdmitted, batch("a")))}},
+		views:     clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}}},
+	}
+	if got := rules(t, h); slices.Contains(got, "told-pending-never-continued") {
+		t.Fatalf("a window closed while the recorder was not watching counted as never closed: %v", got)
 	}
 }
