@@ -310,33 +310,13 @@ func (b *bench) floodedDeadlines(ctx context.Context, tag string) (late []time.D
 	} else if caughtUp.After(start) {
 		fmt.Fprintf(os.Stderr, "bench: flood %s: the last Open status came %s after the first deadline\n", tag, caughtUp.Sub(start))
 	}
-	until := start.Add(b.s.SpreadWindow + 60*time.Second)
-	late, early, open = latenessUntil(ctx, b.obs, names, until)
-	b.logSlices("flood "+tag+": spread", late)
-	return late, early, open, nil
-}
-
-// latenessUntil is lateness, but it waits only until until: a question not
-// seen Continued by then counts as late by until less its deadline (less
-// than it will be), and open counts them. Under a flood the controller may
-// fall minutes behind; that is a figure, not the end of the run.
-func latenessUntil(ctx context.Context, obs *observer, names []string, until time.Time) (late []time.Duration, early, open int) {
-	wait, cancel := context.WithDeadline(ctx, until)
+	// Under a flood the controller may fall minutes behind: that is a
+	// figure, not the end of the run.
+	wait, cancel := context.WithDeadline(ctx, start.Add(b.s.SpreadWindow+60*time.Second))
 	defer cancel()
-	for _, n := range names {
-		_, _ = obs.wait(wait, n, hitlv1.StateContinued)
-		at, deadline, ok := obs.seenAt(n, hitlv1.StateContinued)
-		if !ok {
-			open++
-			late = append(late, until.Sub(deadline))
-			continue
-		}
-		if at.Before(deadline) {
-			early++
-		}
-		late = append(late, at.Sub(deadline))
-	}
-	return late, early, open
+	late, early, _, unclosed := latenessWhile(wait, b.obs, names)
+	b.logSlices("flood "+tag+": spread", late)
+	return late, early, len(unclosed), nil
 }
 
 // installAPF creates the FlowSchema and its priority level and waits until
