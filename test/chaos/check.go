@@ -371,6 +371,11 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 	}
 	due := deadline
 	claimed := false
+	// The controller dates a close at the moment it sent its read of the
+	// claims, and the API server serves that read from a moment between
+	// then and the Continued write: a claim deleted in between was
+	// rightly absent from the read.
+	written := c.statusWrittenAfter(name, at, v.At)
 	for lease, lvs := range c.h.claims {
 		if len(lvs) == 0 || lvs[0].Object.Labels[hitlv1.QuestionLabel] != name {
 			continue
@@ -387,7 +392,7 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 			if d, ok := c.h.leaseDeleted[lease]; ok && (deleted.IsZero() || d.Before(deleted)) {
 				deleted = d
 			}
-			if !deleted.IsZero() && !deleted.After(at) {
+			if !deleted.IsZero() && deleted.Before(written) {
 				continue
 			}
 			// The claim holds the window only once its write reached the
@@ -424,6 +429,19 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 	if late > 5*time.Second {
 		c.violate("late", obj, "Continued %s after its deadline %s while a leader served (since %s)", late.Round(time.Millisecond), stamp(deadline), stamp(from))
 	}
+}
+
+// statusWrittenAfter is when the API server received the first status
+// write of the question by a replica at or after t, or seen when the audit
+// log has none.
+func (c *checker) statusWrittenAfter(name string, t, seen time.Time) time.Time {
+	first := seen
+	for _, w := range c.h.writes {
+		if w.Resource == "userquestions/status" && w.Name == name && w.Code < 300 && !w.ReceivedAt.Before(t) && w.ReceivedAt.Before(first) {
+			first = w.ReceivedAt
+		}
+	}
+	return first
 }
 
 // visibleBefore reports whether the write of this version of a claim

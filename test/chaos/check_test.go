@@ -155,6 +155,15 @@ func TestCheckFindsBrokenPromises(t *testing.T) {
 				Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(4))), LeaseDurationSeconds: ptr.To[int32](5)},
 			}}}},
 		}, "closed-while-claimed"},
+		{"window closed before its claim was released", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(5.1, continuedAt(open, "2", at(5.01)))}},
+			claims: map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: "9", Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
+				Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(1))), LeaseDurationSeconds: ptr.To[int32](7)},
+			}}}},
+			leaseDeleted: map[string]time.Time{"c1": at(5.08)},
+			writes:       []write{{Replica: "manager-a", Verb: "update", Resource: "userquestions/status", Name: "q1", Code: 200, ReceivedAt: at(5.06), At: at(5.07)}},
+		}, "closed-while-claimed"},
 		{"agent told another answer", history{
 			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
 			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
@@ -233,6 +242,13 @@ func TestCheckAllowsClaimsThatDidNotHoldTheWindow(t *testing.T) {
 		"released first": {questions: questions,
 			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: lease("3", 1)}, {At: at(5.02), Deleted: true, Object: lease("3", 1)}}},
 			leaseDeleted: map[string]time.Time{"c1": at(5.0)}},
+		// The close is dated when the controller sent its read of the
+		// claims (5.01); the API server served the read after the release
+		// (5.03) and before the Continued write (5.06).
+		"released while the claims were read": {questions: questions,
+			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: lease("3", 1)}, {At: at(5.08), Deleted: true, Object: lease("3", 1)}}},
+			leaseDeleted: map[string]time.Time{"c1": at(5.03)},
+			writes:       []write{{Replica: "manager-a", Verb: "update", Resource: "userquestions/status", Name: "q1", Code: 200, ReceivedAt: at(5.06), At: at(5.07)}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := rules(t, h); slices.Contains(got, "closed-while-claimed") {
