@@ -231,6 +231,7 @@ func (b *bench) flood(ctx context.Context) error {
 		}
 	}()
 	b.r.set("flood: clients (ServiceAccounts) x goroutines", float64(b.s.FloodClients*b.s.FloodWorkers))
+	var lead, p99With time.Duration
 	for _, with := range []bool{false, true} {
 		run, tag := "without FlowSchema", "a"
 		if with {
@@ -245,7 +246,12 @@ func (b *bench) flood(ctx context.Context) error {
 		}
 		stop := f.start(ctx)
 		time.Sleep(3 * time.Second) // the flood at full strength before the first ask
-		late, early, open, err := b.floodedDeadlines(ctx, tag)
+		lead, err = b.calibrate(ctx, b.s.SpreadDeadline)
+		if err != nil {
+			stop()
+			return fmt.Errorf("%s: %w", run, err)
+		}
+		late, early, open, err := b.floodedDeadlines(ctx, tag, lead)
 		rate, failed := stop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", run, err)
@@ -280,6 +286,7 @@ func (b *bench) flood(ctx context.Context) error {
 		if with {
 			n := after["dispatched hitl-manager/hitl-manager"] - before["dispatched hitl-manager/hitl-manager"]
 			b.r.check("manager's requests in priority level hitl-manager", "> 0", fmt.Sprintf("%.0f", n), n > 0)
+			p99With = p99
 		}
 		if err := b.clean(ctx); err != nil {
 			return err
@@ -288,17 +295,36 @@ func (b *bench) flood(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return b.floodFloor(ctx, f, lead, p99With)
+}
+
+// floodFloor is the floor of the flooded windows, in the same run: the same
+// flood, and with the manager stopped a bare client closes as many windows,
+// spread the same way from the lead calibrated in the run with the
+// FlowSchema, each at its deadline. The bare client is the bench's
+// administrator, whom API Priority and Fairness exempts: no client gets its
+// writes through a flood faster, so what it misses, the API server's CPU
+// makes impossible for the manager too.
+func (b *bench) floodFloor(ctx context.Context, f *flooder, lead, p99With time.Duration) error {
+	stop := f.start(ctx)
+	time.Sleep(3 * time.Second)
+	p99, err := b.spreadFloor(ctx, b.s.SpreadDeadline, lead, func(int) string { return ns }, "flood, floor: ", false)
+	rate, failed := stop()
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	b.r.set("flood, floor: flood writes/s", rate)
+	b.r.set("flood, floor: flood writes refused or failed", float64(failed))
+	if p99With > 0 && p99 > 0 {
+		b.r.set("flood, with FlowSchema: deadline lateness p99 / floor", p99With.Seconds()/p99.Seconds())
+	}
+	return b.clean(ctx)
 }
 
 // floodedDeadlines asks the spread deadlines of the deadline workload,
-// named flood-<tag>-<i>, and returns their lateness, how many were early,
+// named flood-<tag>-<i>, from lead on, and returns their lateness, how many were early,
 // and how many were still open a minute after the last deadline.
-func (b *bench) floodedDeadlines(ctx context.Context, tag string) (late []time.Duration, early, open int, err error) {
-	lead, err := b.calibrate(ctx, b.s.SpreadDeadline)
-	if err != nil {
-		return nil, 0, 0, err
-	}
+func (b *bench) floodedDeadlines(ctx context.Context, tag string, lead time.Duration) (late []time.Duration, early, open int, err error) {
 	names, start, err := b.askSpread(ctx, b.s.SpreadDeadline, b.s.SpreadWindow, lead, func(i int, timeout time.Duration) *hitlv1.UserQuestion {
 		return timed(fmt.Sprintf("flood-%s-%d", tag, i), timeout)
 	})

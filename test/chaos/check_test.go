@@ -300,3 +300,36 @@ func TestAWindowClosedUnseenIsSeenByItsContinuedAt(t *testing.T) {
 		t.Fatalf("a window closed while the recorder was not watching counted as never closed: %v", got)
 	}
 }
+
+// A leader has 5 s of serving time to close a window: one hung just after
+// the deadline leaves the window to the next leader, whose time counts
+// from its takeover; two leaders that each served part of the 5 s and
+// more between them did not close it in time.
+func TestLateCountsTheTimeALeaderServed(t *testing.T) {
+	open := question("1", 5*time.Second) // deadline at 5 s
+	hung := func(resume float64) []event {
+		return []event{
+			{At: at(-10), Replica: "manager-a", Kind: "start"}, {At: at(-9), Replica: "manager-a", Kind: "acquired"},
+			{At: at(-9), Replica: "manager-a", Kind: "workers"}, {At: at(-10), Replica: "manager-b", Kind: "start"},
+			{At: at(resume), Replica: "manager-a", Kind: "stop"},
+			{At: at(15.4), Replica: "manager-b", Kind: "acquired"}, {At: at(15.4), Replica: "manager-b", Kind: "workers"},
+		}
+	}
+	for name, c := range map[string]struct {
+		events []event
+		closed float64
+		late   bool
+	}{
+		"hung 30 ms after the deadline, closed at the takeover":      {hung(5.03), 15.5, false},
+		"hung 3 s after the deadline, closed 3 s after the takeover": {hung(8), 18.5, true},
+		"served throughout, closed 6 s late":                         {servingEvents, 11, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := history{events: c.events,
+				questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(c.closed, continuedAt(open, "2", at(c.closed)))}}}
+			if got := slices.Contains(rules(t, h), "late"); got != c.late {
+				t.Fatalf("late reported: %t, want %t", got, c.late)
+			}
+		})
+	}
+}

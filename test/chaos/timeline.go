@@ -157,6 +157,24 @@ func (l leadership) servingAt(t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// served is how long a leader served between from and to.
+func (l leadership) served(from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, s := range l.serving {
+		a, b := s.from, s.to
+		if a.Before(from) {
+			a = from
+		}
+		if b.After(to) {
+			b = to
+		}
+		if b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return d
+}
+
 func (l leadership) deposedAt(replica string, t time.Time) bool {
 	for _, s := range l.deposed[replica] {
 		if s.contains(t) {
