@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -36,18 +42,35 @@ const floodNamespace = "flood"
 // Priority and Fairness puts in the built-in workload-low priority level
 // with every other ServiceAccount, hitl's manager among them when the
 // hitl-manager FlowSchema is not installed), each writing on many
-// goroutines as fast as the API server takes it.
+// goroutines as fast as the API server takes it. The flood runs in a
+// process of its own (the bench's binary, run with --flood): in the
+// bench's process its hundreds of goroutines would take the CPU from the
+// agents' watch that times every transition, and from the floor's bare
+// client.
 type flooder struct {
-	clients []client.Client
-	workers int
-	writes  atomic.Int64
-	errors  atomic.Int64
+	// spec is the file the flooding process reads: floodSpec as JSON.
+	spec string
+}
+
+// floodSpec is what the flooding process is given.
+type floodSpec struct {
+	// Kubeconfigs are the clients' kubeconfigs, each with its
+	// ServiceAccount's token.
+	Kubeconfigs [][]byte `json:"kubeconfigs"`
+	Workers     int      `json:"workers"`
+}
+
+// floodCount is what the flooding process reports when it stops.
+type floodCount struct {
+	Writes  int64   `json:"writes"`
+	Errors  int64   `json:"errors"`
+	Seconds float64 `json:"seconds"`
 }
 
 // newFlooder creates the flooding clients' ServiceAccounts, their Role and
-// bindings, and a client for each with its token and no client-side rate
-// limit.
-func (b *bench) newFlooder(ctx context.Context, clients, workers int) (*flooder, error) {
+// bindings, and a kubeconfig for each with its token, and writes them to a
+// spec in dir for the flooding process.
+func (b *bench) newFlooder(ctx context.Context, clients, workers int, dir string) (*flooder, error) {
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floodNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
@@ -56,7 +79,7 @@ func (b *bench) newFlooder(ctx context.Context, clients, workers int) (*flooder,
 	if err := b.c.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	f := &flooder{workers: workers}
+	spec := floodSpec{Workers: workers}
 	for i := range clients {
 		sa := fmt.Sprintf("flood-%d", i)
 		if err := b.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: floodNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -76,78 +99,133 @@ func (b *bench) newFlooder(ctx context.Context, clients, workers int) (*flooder,
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		c, err := floodClient(data)
 		if err != nil {
 			return nil, err
 		}
-		cfg.QPS, cfg.Burst = 1e6, 1e6
-		c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-		if err != nil {
-			return nil, err
+		// The RBAC authorizer learns of the binding from a watch.
+		if err := waitAllowed(ctx, c); err != nil {
+			return nil, fmt.Errorf("flooding client %s: %w", sa, err)
 		}
-		f.clients = append(f.clients, c)
+		spec.Kubeconfigs = append(spec.Kubeconfigs, data)
 	}
-	// The RBAC authorizer learns of the bindings from a watch.
-	for _, c := range f.clients {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: floodNamespace, Resource: "configmaps", Verb: "patch"},
-			}}
-			err := c.Create(ctx, review)
-			if err == nil && review.Status.Allowed {
-				break
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("a flooding client may not patch configmaps after 30s (err %v)", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	f := &flooder{spec: filepath.Join(dir, "flood-spec.json")}
+	return f, os.WriteFile(f.spec, data, 0o600)
 }
 
-// start floods until the function it returns is called, which returns the
-// writes per second the API server took and the writes it refused or
-// failed.
-func (f *flooder) start(ctx context.Context) (stop func() (perSecond float64, failed int64)) {
-	// Stopped by a flag, not by cancelling ctx: the writes in flight end
-	// as they would, instead of each logging its cancelled response.
+// floodClient is a client from a kubeconfig with no client-side rate
+// limit.
+func floodClient(kubeconfig []byte) (client.Client, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	return client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+}
+
+// waitAllowed waits until c may patch ConfigMaps in the flood's namespace.
+func waitAllowed(ctx context.Context, c client.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: floodNamespace, Resource: "configmaps", Verb: "patch"},
+		}}
+		err := c.Create(ctx, review)
+		if err == nil && review.Status.Allowed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("may not patch configmaps after 30s (err %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// start starts the flooding process and returns a function that stops it
+// and returns the writes per second the API server took and the writes it
+// refused or failed.
+func (f *flooder) start(ctx context.Context) (stop func() (perSecond float64, failed int64, err error), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "--flood", f.spec)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the bench
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the flood: %w", err)
+	}
+	return func() (float64, int64, error) {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			return 0, 0, fmt.Errorf("the flood: %w", err)
+		}
+		var n floodCount
+		if err := json.Unmarshal(out.Bytes(), &n); err != nil {
+			return 0, 0, fmt.Errorf("the flood's count %q: %w", out.String(), err)
+		}
+		return float64(n.Writes) / n.Seconds, n.Errors, nil
+	}, nil
+}
+
+// floodMain is the flooding process: every client of the spec patches its
+// own ConfigMaps on the spec's goroutines until SIGTERM, then it prints
+// its floodCount.
+func floodMain(specPath string) error {
+	data, err := os.ReadFile(specPath)
+	if err != nil {
+		return err
+	}
+	var spec floodSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	// Stopped by a flag, not by cancelling a context: the writes in flight
+	// end as they would.
 	var stopped atomic.Bool
-	f.writes.Store(0)
-	f.errors.Store(0)
+	var writes, errs atomic.Int64
 	began := time.Now()
 	var wg sync.WaitGroup
 	payload := strings.Repeat("x", 512)
-	for ci, c := range f.clients {
-		for w := range f.workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+	for ci, kubeconfig := range spec.Kubeconfigs {
+		c, err := floodClient(kubeconfig)
+		if err != nil {
+			return err
+		}
+		for w := range spec.Workers {
+			wg.Go(func() {
 				// Each goroutine writes its own ConfigMap: no conflicts, and
 				// etcd holds one object per goroutine, not one per write.
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d-%d", ci, w), Namespace: floodNamespace}}
 				if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-					f.errors.Add(1)
+					errs.Add(1)
 				}
-				for n := 0; !stopped.Load() && ctx.Err() == nil; n++ {
+				for n := 0; !stopped.Load(); n++ {
 					patch := fmt.Appendf(nil, `{"data":{"n":"%d","payload":%q}}`, n, payload)
 					if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
-						f.errors.Add(1)
+						errs.Add(1)
 						continue
 					}
-					f.writes.Add(1)
+					writes.Add(1)
 				}
-			}()
+			})
 		}
 	}
-	return func() (float64, int64) {
-		elapsed := time.Since(began)
-		writes := f.writes.Load()
-		stopped.Store(true)
-		wg.Wait()
-		return float64(writes) / elapsed.Seconds(), f.errors.Load()
-	}
+	<-term
+	elapsed := time.Since(began)
+	n := writes.Load()
+	stopped.Store(true)
+	wg.Wait()
+	return json.NewEncoder(os.Stdout).Encode(floodCount{Writes: n, Errors: errs.Load(), Seconds: elapsed.Seconds()})
 }
 
 // apfObjects are the FlowSchema and PriorityLevelConfiguration of
@@ -217,7 +295,7 @@ func (b *bench) apf(ctx context.Context) (map[string]float64, error) {
 // hitl-manager FlowSchema, where the manager's requests share the
 // workload-low priority level with the flood, then with it.
 func (b *bench) flood(ctx context.Context) error {
-	f, err := b.newFlooder(ctx, b.s.FloodClients, b.s.FloodWorkers)
+	f, err := b.newFlooder(ctx, b.s.FloodClients, b.s.FloodWorkers, b.outDir)
 	if err != nil {
 		return err
 	}
@@ -244,16 +322,19 @@ func (b *bench) flood(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		stop := f.start(ctx)
+		stop, err := f.start(ctx)
+		if err != nil {
+			return err
+		}
 		time.Sleep(3 * time.Second) // the flood at full strength before the first ask
 		lead, err = b.calibrate(ctx, b.s.SpreadDeadline)
 		if err != nil {
-			stop()
+			_, _, _ = stop()
 			return fmt.Errorf("%s: %w", run, err)
 		}
 		late, early, open, err := b.floodedDeadlines(ctx, tag, lead)
-		rate, failed := stop()
-		if err != nil {
+		rate, failed, stopErr := stop()
+		if err = errors.Join(err, stopErr); err != nil {
 			return fmt.Errorf("%s: %w", run, err)
 		}
 		after, err := b.apf(ctx)
@@ -306,11 +387,14 @@ func (b *bench) flood(ctx context.Context) error {
 // writes through a flood faster, so what it misses, the API server's CPU
 // makes impossible for the manager too.
 func (b *bench) floodFloor(ctx context.Context, f *flooder, lead, p99With time.Duration) error {
-	stop := f.start(ctx)
+	stop, err := f.start(ctx)
+	if err != nil {
+		return err
+	}
 	time.Sleep(3 * time.Second)
 	p99, err := b.spreadFloor(ctx, b.s.SpreadDeadline, lead, func(int) string { return ns }, "flood, floor: ", false)
-	rate, failed := stop()
-	if err != nil {
+	rate, failed, stopErr := stop()
+	if err = errors.Join(err, stopErr); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
 	b.r.set("flood, floor: flood writes/s", rate)

@@ -67,6 +67,7 @@ func main() {
 	flag.IntVar(&maxMutatingInflight, "max-mutating-requests-inflight", 0, "the API server's --max-mutating-requests-inflight (0: its default, 200)")
 	floodClients := flag.Int("flood-clients", 0, "the flood workload's clients, each its own ServiceAccount (0: 8)")
 	floodWorkers := flag.Int("flood-workers", 0, "goroutines writing per flooding client (0: 64)")
+	floodSpecPath := flag.String("flood", "", "internal: flood the API server as the spec in this file says, until SIGTERM (the flood workload's own process)")
 	flag.Parse()
 	only, err := regexp.Compile(*run)
 	if err != nil {
@@ -75,6 +76,13 @@ func main() {
 	}
 
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard))) // the bench's clients have nothing to log
+	if *floodSpecPath != "" {
+		if err := floodMain(*floodSpecPath); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: flood:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	s := full
 	if *quickMode {
 		s = quick
