@@ -150,9 +150,22 @@ func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, 
 }
 
 // clean deletes every question, reply and claim of the namespace.
+// A delete of every object is one request, which the API server may cut
+// off while it is busy (a full run's flood left 10,000 questions, and the
+// request ended in a stream reset): it is sent again, a few times.
 func (b *bench) clean(ctx context.Context) error {
 	for _, obj := range []client.Object{&hitlv1.QuestionReply{}, &hitlv1.UserQuestion{}, &coordinationv1.Lease{}} {
-		if err := b.c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
+		var err error
+		for attempt := range 5 {
+			if attempt > 0 {
+				fmt.Fprintf(os.Stderr, "bench: cleaning up, again: %v\n", err)
+				time.Sleep(2 * time.Second)
+			}
+			if err = b.c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
