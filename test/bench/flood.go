@@ -322,19 +322,17 @@ func (b *bench) flood(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		stop, err := f.start(ctx)
-		if err != nil {
+		label := fmt.Sprintf("flood, %s: ", run)
+		var late []time.Duration
+		var early, open int
+		if err := b.whileFlooding(ctx, f, label, func() error {
+			var err error
+			if lead, err = b.calibrate(ctx, b.s.SpreadDeadline); err != nil {
+				return err
+			}
+			late, early, open, err = b.floodedDeadlines(ctx, tag, lead)
 			return err
-		}
-		time.Sleep(3 * time.Second) // the flood at full strength before the first ask
-		lead, err = b.calibrate(ctx, b.s.SpreadDeadline)
-		if err != nil {
-			_, _, _ = stop()
-			return fmt.Errorf("%s: %w", run, err)
-		}
-		late, early, open, err := b.floodedDeadlines(ctx, tag, lead)
-		rate, failed, stopErr := stop()
-		if err = errors.Join(err, stopErr); err != nil {
+		}); err != nil {
 			return fmt.Errorf("%s: %w", run, err)
 		}
 		after, err := b.apf(ctx)
@@ -342,9 +340,6 @@ func (b *bench) flood(ctx context.Context) error {
 			return err
 		}
 		p50, p99, worst := percentiles(late)
-		label := fmt.Sprintf("flood, %s: ", run)
-		b.r.set(label+"flood writes/s", rate)
-		b.r.set(label+"flood writes refused or failed", float64(failed))
 		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread p50", len(late)), ms(p50))
 		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread p99", len(late)), ms(p99))
 		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread max", len(late)), ms(worst))
@@ -387,22 +382,37 @@ func (b *bench) flood(ctx context.Context) error {
 // writes through a flood faster, so what it misses, the API server's CPU
 // makes impossible for the manager too.
 func (b *bench) floodFloor(ctx context.Context, f *flooder, lead, p99With time.Duration) error {
+	var p99 time.Duration
+	if err := b.whileFlooding(ctx, f, "flood, floor: ", func() error {
+		var err error
+		p99, err = b.spreadFloor(ctx, b.s.SpreadDeadline, lead, func(int) string { return ns }, "flood, floor: ", false)
+		return err
+	}); err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	if p99With > 0 && p99 > 0 {
+		b.r.set("flood, with FlowSchema: deadline lateness p99 / floor", p99With.Seconds()/p99.Seconds())
+	}
+	return b.clean(ctx)
+}
+
+// whileFlooding runs run once the flood has run at full strength for 3 s,
+// stops the flood, and records its writes per second and the writes it
+// had refused or failed, named with label.
+func (b *bench) whileFlooding(ctx context.Context, f *flooder, label string, run func() error) error {
 	stop, err := f.start(ctx)
 	if err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second)
-	p99, err := b.spreadFloor(ctx, b.s.SpreadDeadline, lead, func(int) string { return ns }, "flood, floor: ", false)
+	err = run()
 	rate, failed, stopErr := stop()
 	if err = errors.Join(err, stopErr); err != nil {
-		return fmt.Errorf("floor: %w", err)
+		return err
 	}
-	b.r.set("flood, floor: flood writes/s", rate)
-	b.r.set("flood, floor: flood writes refused or failed", float64(failed))
-	if p99With > 0 && p99 > 0 {
-		b.r.set("flood, with FlowSchema: deadline lateness p99 / floor", p99With.Seconds()/p99.Seconds())
-	}
-	return b.clean(ctx)
+	b.r.set(label+"flood writes/s", rate)
+	b.r.set(label+"flood writes refused or failed", float64(failed))
+	return nil
 }
 
 // floodedDeadlines asks the spread deadlines of the deadline workload,
