@@ -45,6 +45,14 @@ var (
 		Name: "hitl_claim_reads_total",
 		Help: "Closes of a window checked against the claims read from the API server, by whether the check sent a read (sent) or used one another close had sent (shared).",
 	}, []string{"read"})
+	closesInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hitl_closes_in_flight",
+		Help: "Windows being closed off the workers: their claims read or status write under way (at most 256).",
+	})
+	closeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hitl_close_errors_total",
+		Help: "Closes of a window that failed (a claims read or status write refused or cut off) and were tried again after a backoff.",
+	})
 	questionsDesc = prometheus.NewDesc("hitl_questions", "Questions by state, as the controller's cache holds them.", []string{"state"}, nil)
 	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
 )
@@ -93,7 +101,8 @@ var (
 // per process, and points the state gauges at src.
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, eventsQueued, claimReadsTotal, statusConflicts, collector)
+		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, eventsQueued, claimReadsTotal, statusConflicts,
+			closesInFlight, closeErrors, collector)
 	})
 	collector.source.Store(src)
 }

@@ -73,6 +73,8 @@ type UserQuestionReconciler struct {
 	grants *grantCache
 	// own stands in for the cache until it has the controller's writes.
 	own *ownWrites
+	// closer closes windows off the workers.
+	closer *closer
 	// statusWrites counts the status writes in flight.
 	statusWrites atomic.Int32
 }
@@ -109,6 +111,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 	r.claimReads = newClaimReads(r.APIReader, r.Clock)
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
+	r.closer = newCloser()
 	questions, err := countQuestions(ctx, mgr.GetCache())
 	if err != nil {
 		return err
@@ -126,6 +129,8 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// Every renewal of a claim is observed, to judge its liveness.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
+		// Hands the closer the queue that closes return their questions to.
+		WatchesRawSource(r.closer.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()}).
 		Complete(r)
 }
@@ -193,6 +198,10 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.claims.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if r.closer.owns(req.NamespacedName) {
+		// Its window is being closed; the close looks at it again when done.
+		return ctrl.Result{}, nil
+	}
 	q = latest(r.own, q, r.Clock.Now())
 
 	replies, err := r.repliesOf(ctx, req.NamespacedName)
@@ -212,7 +221,25 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused}
 	d := Decide(in)
+	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, leases.Items) }
 	if d.Transition == hitlv1.StateContinued {
+		// The window closes: the rest waits on the API server, off the
+		// worker.
+		if started, err := r.closer.start(ctx, req.NamespacedName, finish); started || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return finish(ctx)
+}
+
+// finish carries out a decision: it confirms a close against the claims
+// the API server holds, deletes an expired question, or writes the
+// question's status and its replies' outcomes, and says when the question
+// needs another look.
+func (r *UserQuestionReconciler) finish(ctx context.Context, in Inputs, d Decision, leases []coordinationv1.Lease) (ctrl.Result, error) {
+	q, replies := in.Question, in.Replies
+	if d.Transition == hitlv1.StateContinued {
+		var err error
 		if d, err = r.confirmClose(ctx, in, d); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -222,9 +249,9 @@ func (r *UserQuestionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			// Its last events are still being written: they go first.
 			return ctrl.Result{RequeueAfter: eventWait}, nil
 		}
-		return ctrl.Result{}, r.expire(ctx, q, replies, leases.Items)
+		return ctrl.Result{}, r.expire(ctx, q, replies, leases)
 	}
-	if err := r.apply(ctx, q, replies, d, now); err != nil {
+	if err := r.apply(ctx, q, replies, d, in.Now); err != nil {
 		if apierrors.IsConflict(err) {
 			statusConflicts.Inc()
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -334,7 +361,9 @@ func (r *UserQuestionReconciler) recordTransition(q *hitlv1.UserQuestion, st *hi
 	transitionsTotal.WithLabelValues(string(st.State)).Inc()
 	switch st.State {
 	case hitlv1.StateContinued:
-		lateness := now.Sub(st.Deadline.Time)
+		// Measured when the write returned: a close may wait for a slot
+		// and for the API server after it was decided.
+		lateness := r.Clock.Now().Sub(st.Deadline.Time)
 		continuedLateness.Observe(lateness.Seconds())
 		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateContinued), "Continue",
 			"The window closed unanswered %s after its deadline; the question stays answerable", lateness.Round(time.Millisecond))
