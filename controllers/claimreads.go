@@ -35,14 +35,24 @@ const claimReadMaxAge = 2 * time.Second
 // waited for a fresh read at every close instead of using the last one.
 // A read holds the claims alone (Leases labelled as claims), which live
 // only while people work on questions.
+//
+// One read is in flight at a time. Windows due after it was sent wait for
+// the next, sent as soon as it returns and shared by all of them: deadlines
+// spread over a minute (167 a second) sent a read each as each fell due,
+// and those reads of every claim in the cluster, in flight side by side,
+// slowed the API server and with it every status write.
 type claimReads struct {
 	reader client.Reader
 	clock  clock.PassiveClock
 
 	mu sync.Mutex
-	// reads holds the reads in flight and the last one that succeeded,
+	// reads holds the read in flight and the last one that succeeded,
 	// newest last.
 	reads []*claimRead
+	// next is the read the windows due after the one in flight was sent
+	// wait for; it is sent, with nextCtx, when that one returns.
+	next    *claimRead
+	nextCtx context.Context
 }
 
 // claimRead is one read of the claims.
@@ -61,15 +71,15 @@ func newClaimReads(reader client.Reader, clk clock.PassiveClock) *claimReads {
 }
 
 // since returns a read of the claims sent no earlier than t, nor
-// claimReadMaxAge ago: one in flight or done, else a new one.
+// claimReadMaxAge ago: one in flight or done, or the next one once the
+// one in flight returns, else a new one.
 func (c *claimReads) since(ctx context.Context, t time.Time) (*claimRead, error) {
 	if oldest := c.clock.Now().Add(-claimReadMaxAge); t.Before(oldest) {
 		t = oldest
 	}
-	read, sent := c.join(t)
-	if sent {
+	read, asked := c.join(ctx, t)
+	if asked {
 		claimReadsTotal.WithLabelValues("sent").Inc()
-		c.send(ctx, read)
 	} else {
 		claimReadsTotal.WithLabelValues("shared").Inc()
 	}
@@ -84,23 +94,34 @@ func (c *claimReads) since(ctx context.Context, t time.Time) (*claimRead, error)
 	return read, nil
 }
 
-// join finds a read sent at or after t, or makes a new one that the
-// caller sends.
-func (c *claimReads) join(t time.Time) (read *claimRead, send bool) {
+// join finds a read sent at or after t, or the next read, sent when the
+// one in flight returns, or makes a new one that the caller sends. It
+// reports whether the caller sent the read or asked for the next one.
+func (c *claimReads) join(ctx context.Context, t time.Time) (read *claimRead, asked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	inFlight := false
 	for i := len(c.reads) - 1; i >= 0; i-- {
 		if !c.reads[i].at.Before(t) {
 			return c.reads[i], false
 		}
+		inFlight = inFlight || !isDone(c.reads[i])
+	}
+	if inFlight {
+		if c.next != nil {
+			return c.next, false
+		}
+		c.next, c.nextCtx = &claimRead{done: make(chan struct{})}, ctx
+		return c.next, true
 	}
 	read = &claimRead{at: c.clock.Now(), done: make(chan struct{})}
 	c.reads = append(c.reads, read)
+	go c.send(ctx, read)
 	return read, true
 }
 
 // send lists the claims of every namespace and keeps the read for later
-// closes, with the reads still in flight.
+// closes, then sends the next read if windows wait for one.
 func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	var list coordinationv1.LeaseList
 	err := c.reader.List(ctx, &list, client.MatchingLabels{hitlv1.ClaimLabel: "true"})
@@ -111,13 +132,12 @@ func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	} else {
 		read.leases = list.Items
 	}
-	close(read.done)
-	// Keep the reads in flight and the newest that succeeded; an older one
-	// serves nobody a newer one cannot.
+	// Keep the newest read that succeeded; an older one serves nobody a
+	// newer one cannot.
 	kept := c.reads[:0]
 	var newest *claimRead
 	for _, r := range c.reads {
-		if !isDone(r) {
+		if r != read && !isDone(r) {
 			kept = append(kept, r)
 		} else if r.err == nil && (newest == nil || r.at.After(newest.at)) {
 			newest = r
@@ -129,6 +149,15 @@ func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	}
 	clear(c.reads[len(kept):])
 	c.reads = kept
+	if c.next != nil {
+		next, ctx := c.next, c.nextCtx
+		c.next, c.nextCtx = nil, nil
+		next.at = c.clock.Now()
+		c.reads = append(c.reads, next)
+		go c.send(ctx, next)
+	}
+	// Last, so that whoever waited on it finds the reads in order.
+	close(read.done)
 }
 
 // of returns the read's claims of one question.

@@ -170,3 +170,65 @@ func TestClaimReadsKeepOnlyTheNewest(t *testing.T) {
 		t.Errorf("%d reads kept, want only the newest", len(reads.reads))
 	}
 }
+
+// Windows falling due one after another while a read is in flight share
+// the next read, sent when that one returns: one read in flight at a
+// time, however many windows fall due.
+func TestClaimReadsWindowsDueDuringAReadShareTheNext(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(seen)
+	api := &countingLeases{gate: make(chan struct{}), leases: []coordinationv1.Lease{claimOf("deploy-plan", "alice")}}
+	reads := newClaimReads(api, clk)
+	first := make(chan *claimRead, 1)
+	go func() {
+		r, err := reads.since(ctx, seen)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	for api.lists.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// 20 windows due 6 ms apart, after the read in flight was sent.
+	var wg sync.WaitGroup
+	got := make([]*claimRead, 20)
+	var lastDue time.Time
+	for i := range got {
+		clk.Step(6 * time.Millisecond)
+		due := clk.Now()
+		lastDue = due
+		wg.Go(func() {
+			r, err := reads.since(ctx, due)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = r
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := api.lists.Load(); n != 1 {
+		t.Fatalf("%d reads in flight at once, want 1", n)
+	}
+	clk.Step(time.Millisecond)
+	sentAt := clk.Now()
+	close(api.gate) // both the read in flight and the next return
+	wg.Wait()
+	if r := <-first; r == nil || !r.at.Equal(seen) {
+		t.Fatalf("the first window got %v, want the read sent at its deadline", r)
+	}
+	if n := api.lists.Load(); n != 2 {
+		t.Fatalf("%d reads for 21 windows, want 2: the one in flight and the next", n)
+	}
+	for i, r := range got {
+		if r != got[0] {
+			t.Fatalf("window %d got a read of its own", i)
+		}
+	}
+	if !got[0].at.Equal(sentAt) || got[0].at.Before(lastDue) {
+		t.Errorf("the next read was sent at %v, want when the first returned (%v), after the last window fell due (%v)", got[0].at, sentAt, lastDue)
+	}
+	if claims := got[0].of(deployPlan); len(claims) != 1 {
+		t.Errorf("claims of deploy-plan in the next read: %v", claims)
+	}
+}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -13,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// maxClosesInFlight bounds the windows being closed at once. A close waits
+// MaxClosesInFlight bounds the windows being closed at once. A close waits
 // on the API server twice (the claims read it shares, then its status
 // write), and under load each wait takes hundreds of milliseconds: a close
 // held a worker through both, so 16 workers closed at most a few dozen
@@ -22,7 +23,7 @@ import (
 // controller keeps one, so that a burst of thousands cannot open thousands
 // of requests at once, and a worker that finds every slot taken waits for
 // one, which keeps the queue's order (due windows first).
-const maxClosesInFlight = 256
+const MaxClosesInFlight = 256
 
 // closer closes windows off the workers: a worker decides that a window
 // closes (from the cache, in microseconds) and hands the rest (the claims
@@ -44,7 +45,7 @@ type closer struct {
 }
 
 func newCloser() *closer {
-	return &closer{slots: make(chan struct{}, maxClosesInFlight), busy: map[types.NamespacedName]bool{}}
+	return &closer{slots: make(chan struct{}, MaxClosesInFlight), busy: map[types.NamespacedName]bool{}}
 }
 
 // source hands the closer the controller's queue and context when the
@@ -88,6 +89,7 @@ func (c *closer) start(reqCtx context.Context, key types.NamespacedName, finish 
 	if q == nil {
 		return false, nil
 	}
+	handed := time.Now()
 	select {
 	case c.slots <- struct{}{}:
 	case <-reqCtx.Done():
@@ -101,6 +103,7 @@ func (c *closer) start(reqCtx context.Context, key types.NamespacedName, finish 
 	go func() {
 		res, err := finish(ctx)
 		closesInFlight.Dec()
+		closeSeconds.Observe(time.Since(handed).Seconds())
 		<-c.slots
 		c.mu.Lock()
 		again := c.busy[key]

@@ -49,6 +49,11 @@ var (
 		Name: "hitl_closes_in_flight",
 		Help: "Windows being closed off the workers: their claims read or status write under way (at most 256).",
 	})
+	closeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hitl_close_duration_seconds",
+		Help:    "How long closing a window took once a worker decided it: a free slot, the claims read, the status write.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
+	})
 	closeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hitl_close_errors_total",
 		Help: "Closes of a window that failed (a claims read or status write refused or cut off) and were tried again after a backoff.",
@@ -102,7 +107,7 @@ var (
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, eventsQueued, claimReadsTotal, statusConflicts,
-			closesInFlight, closeErrors, collector)
+			closesInFlight, closeSeconds, closeErrors, collector)
 	})
 	collector.source.Store(src)
 }
