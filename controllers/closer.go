@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -19,8 +20,9 @@ import (
 // write), and under load each wait takes hundreds of milliseconds: a close
 // held a worker through both, so 16 workers closed at most a few dozen
 // windows a second while a spread of 10,000 over a minute falls due at 167.
-// A bare client closing each window at its deadline has no such bound; the
-// controller keeps one, so that a burst of thousands cannot open thousands
+// The closes now run off the workers, as many at once as closeSlots
+// allows, which starts at the workers' count and grows up to this bound
+// while closes wait for a slot: a burst of thousands never opens thousands
 // of requests at once, and a worker that finds every slot taken waits for
 // one, which keeps the queue's order (due windows first).
 const MaxClosesInFlight = 256
@@ -32,7 +34,7 @@ const MaxClosesInFlight = 256
 // close is in flight the close owns it: its other events are noted, not
 // acted on, and the question is looked at again when the close is done.
 type closer struct {
-	slots chan struct{}
+	slots *closeSlots
 
 	mu sync.Mutex
 	// ctx and queue are the controller's, set when it starts; before
@@ -44,8 +46,10 @@ type closer struct {
 	busy map[types.NamespacedName]bool
 }
 
-func newCloser() *closer {
-	return &closer{slots: make(chan struct{}, MaxClosesInFlight), busy: map[types.NamespacedName]bool{}}
+// newCloser returns a closer whose closes in flight start at minimum and
+// grow up to MaxClosesInFlight while closes wait for a slot.
+func newCloser(clk clock.PassiveClock, minimum int) *closer {
+	return &closer{slots: newCloseSlots(clk, minimum, MaxClosesInFlight), busy: map[types.NamespacedName]bool{}}
 }
 
 // source hands the closer the controller's queue and context when the
@@ -90,21 +94,19 @@ func (c *closer) start(reqCtx context.Context, key types.NamespacedName, finish 
 		return false, nil
 	}
 	handed := time.Now()
-	select {
-	case c.slots <- struct{}{}:
-	case <-reqCtx.Done():
-		return true, reqCtx.Err()
+	if err := c.slots.acquire(reqCtx); err != nil {
+		return true, err
 	}
+	c.gauge()
 	c.mu.Lock()
 	c.busy[key] = false
 	c.mu.Unlock()
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(reqCtx))
-	closesInFlight.Inc()
 	go func() {
 		res, err := finish(ctx)
-		closesInFlight.Dec()
 		closeSeconds.Observe(time.Since(handed).Seconds())
-		<-c.slots
+		c.slots.release()
+		c.gauge()
 		c.mu.Lock()
 		again := c.busy[key]
 		delete(c.busy, key)
@@ -112,6 +114,13 @@ func (c *closer) start(reqCtx context.Context, key types.NamespacedName, finish 
 		c.requeue(ctx, q, reconcile.Request{NamespacedName: key}, res, err, again)
 	}()
 	return true, nil
+}
+
+// gauge sets the gauges of the closes in flight and of their bound.
+func (c *closer) gauge() {
+	limit, inFlight := c.slots.bound()
+	closesInFlight.Set(float64(inFlight))
+	closeSlotsBound.Set(float64(limit))
 }
 
 // requeue puts a question back in the queue after its close, as the

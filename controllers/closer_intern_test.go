@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -17,7 +18,7 @@ func startedCloser(t *testing.T) (*closer, workqueue.TypedRateLimitingInterface[
 	t.Helper()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Millisecond, time.Millisecond))
 	t.Cleanup(q.ShutDown)
-	c := newCloser()
+	c := newCloser(clock.RealClock{}, 4)
 	if err := c.source().Start(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestCloserSendsAFailedCloseBackAfterABackoffAndAQuietOneNowhere(t *testing.
 
 func TestCloserBeforeTheControllerStartsLeavesTheCloseToTheWorker(t *testing.T) {
 	ran := false
-	started, err := newCloser().start(context.Background(), types.NamespacedName{Namespace: "ns", Name: "q"},
+	started, err := newCloser(clock.RealClock{}, 4).start(context.Background(), types.NamespacedName{Namespace: "ns", Name: "q"},
 		func(context.Context) (ctrl.Result, error) { ran = true; return ctrl.Result{}, nil })
 	if started || err != nil || ran {
 		t.Fatalf("start = %v, %v (ran %v); want the worker to finish", started, err, ran)

@@ -47,7 +47,11 @@ var (
 	}, []string{"read"})
 	closesInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hitl_closes_in_flight",
-		Help: "Windows being closed off the workers: their claims read or status write under way (at most 256).",
+		Help: "Windows being closed off the workers: their claims read or status write under way.",
+	})
+	closeSlotsBound = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hitl_close_slots",
+		Help: "How many windows may be closed at once: the workers' count, grown (up to 256) while closes waited for a slot, because the API server was slow.",
 	})
 	closeSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "hitl_close_duration_seconds",
@@ -107,7 +111,7 @@ var (
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, eventsTotal, eventsQueued, claimReadsTotal, statusConflicts,
-			closesInFlight, closeSeconds, closeErrors, collector)
+			closesInFlight, closeSlotsBound, closeSeconds, closeErrors, collector)
 	})
 	collector.source.Store(src)
 }

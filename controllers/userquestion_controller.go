@@ -111,7 +111,7 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 	r.claimReads = newClaimReads(r.APIReader, r.Clock)
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
-	r.closer = newCloser()
+	r.closer = newCloser(r.Clock, workers)
 	questions, err := countQuestions(ctx, mgr.GetCache())
 	if err != nil {
 		return err

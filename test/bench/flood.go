@@ -330,7 +330,14 @@ func (b *bench) flood(ctx context.Context) error {
 			if lead, err = b.calibrate(ctx, b.s.SpreadDeadline); err != nil {
 				return err
 			}
+			explain, err := b.explainTransitions(ctx)
+			if err != nil {
+				return err
+			}
 			late, early, open, err = b.floodedDeadlines(ctx, tag, lead)
+			if err == nil {
+				explain(strings.TrimSuffix(label, ": "), len(late))
+			}
 			return err
 		}); err != nil {
 			return fmt.Errorf("%s: %w", run, err)
