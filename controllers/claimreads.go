@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -132,23 +131,20 @@ func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	} else {
 		read.leases = list.Items
 	}
-	// Keep the newest read that succeeded; an older one serves nobody a
-	// newer one cannot.
-	kept := c.reads[:0]
+	// One read is in flight at a time, so all the others are done: keep
+	// the newest that succeeded; an older one serves nobody a newer one
+	// cannot.
 	var newest *claimRead
 	for _, r := range c.reads {
-		if r != read && !isDone(r) {
-			kept = append(kept, r)
-		} else if r.err == nil && (newest == nil || r.at.After(newest.at)) {
+		if r.err == nil && (newest == nil || r.at.After(newest.at)) {
 			newest = r
 		}
 	}
+	clear(c.reads)
+	c.reads = c.reads[:0]
 	if newest != nil {
-		kept = append(kept, newest)
-		slices.SortFunc(kept, func(a, b *claimRead) int { return a.at.Compare(b.at) })
+		c.reads = append(c.reads, newest)
 	}
-	clear(c.reads[len(kept):])
-	c.reads = kept
 	if c.next != nil {
 		next, ctx := c.next, c.nextCtx
 		c.next, c.nextCtx = nil, nil

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -80,9 +79,10 @@ func (c *closer) owns(key types.NamespacedName) bool {
 
 // start runs finish for key in a close of its own once a slot is free,
 // and returns false when the controller has not started, or the closer
-// was not set up (the caller finishes on the worker). When finish returns, the question goes back to
-// the queue as a reconcile's result would: after its error's backoff, at
-// its RequeueAfter, and at once if an event came for it meanwhile.
+// was not set up (the caller finishes on the worker). When finish
+// returns, the question goes back to the queue as a reconcile's result
+// would: after its error's backoff, at its RequeueAfter, and at once if an
+// event came for it meanwhile.
 func (c *closer) start(reqCtx context.Context, key types.NamespacedName, finish func(context.Context) (ctrl.Result, error)) (bool, error) {
 	if c == nil {
 		return false, nil
@@ -138,7 +138,7 @@ func (c *closer) requeue(ctx context.Context, q workqueue.TypedRateLimitingInter
 	case res.RequeueAfter > 0:
 		q.Forget(req)
 		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && res.Priority != nil {
-			pq.AddWithOpts(priorityqueue.AddOpts{After: res.RequeueAfter, Priority: ptr.To(*res.Priority)}, req)
+			pq.AddWithOpts(priorityqueue.AddOpts{After: res.RequeueAfter, Priority: res.Priority}, req)
 		} else {
 			q.AddAfter(req, res.RequeueAfter)
 		}
