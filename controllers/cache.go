@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/internal/rewatch"
 )
 
 // lastAppliedAnnotation is where client-side `kubectl apply` (and GitOps
@@ -22,9 +23,13 @@ const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // CacheOptions keeps the manager's cache small: only the Leases that are
 // claims, and each object without what the controller never reads (see
-// trimForCache).
+// trimForCache). Its informers' watches outlast API server outages (see
+// rewatch): with client-go's own waits, a cache could miss the questions
+// created after an API server restart for many seconds, and their
+// deadlines with them.
 func CacheOptions() cache.Options {
 	return cache.Options{
+		NewInformer:      rewatch.NewInformer,
 		DefaultTransform: trimForCache,
 		ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{hitlv1.ClaimLabel: "true"})},

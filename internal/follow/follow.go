@@ -2,10 +2,10 @@
 // informer (a Reflector over a ListWatch of the controller-runtime client)
 // scoped on the server by namespace, label selector and, optionally, one
 // name. The Reflector lists, watches from the list's resourceVersion,
-// resumes a watch the API server closed from the last version it saw, lists
-// again when that version expired, and backs off while the API server is
-// unreachable; nothing polls. The agent and the answerer SDKs both follow
-// questions through it.
+// resumes a watch the API server closed from the last version it saw, and
+// lists again when that version expired; through an API server outage,
+// rewatch tries again every second and resumes the watch itself. Nothing
+// polls. The agent and the answerer SDKs both follow questions through it.
 package follow
 
 import (
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/internal/rewatch"
 )
 
 // Event is a change to a followed question.
@@ -81,10 +82,13 @@ func Start(ctx context.Context, o Options) (*Stream, error) {
 
 	first := make(chan error, 1)
 	var once sync.Once
-	lw := &listWatch{o: o, listed: func(err error) { once.Do(func() { first <- err }) }}
+	// Its watch outlasts API server outages (see rewatch): an agent waiting
+	// for its answer hears of it as soon as the API server is back.
+	lw := rewatch.Wrap(&listWatch{o: o, listed: func(err error) { once.Do(func() { first <- err }) }}, &hitlv1.UserQuestion{})
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &hitlv1.UserQuestion{}, cache.SharedIndexInformerOptions{
 		ObjectDescription: "hitl questions",
 	})
+	lw.SetStore(inf.GetStore())
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
 		if ctx.Err() == nil && o.StopOnRefusal && refused(err) {
 			s.fail(err)
