@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -258,7 +259,7 @@ func decode(raw json.RawMessage, in any) error {
 	case errors.As(err, &typ) && typ.Field == "":
 		return fmt.Errorf("%s: the arguments must be a JSON object, not a JSON %s (arguments)", CodeBadArguments, typ.Value)
 	case errors.As(err, &typ):
-		field := indexPattern.ReplaceAllString(typ.Field, "[$1]")
+		field := fieldPath(raw, typ)
 		return fmt.Errorf("%s: %s must be %s, not a JSON %s (%s)", CodeBadArguments, field, jsonType(typ.Type.String()), typ.Value, field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
@@ -271,6 +272,83 @@ func decode(raw json.RawMessage, in any) error {
 // indexPattern finds the array indices of a decoding error's field path
 // (questions.0.options), which are written as questions[0].options.
 var indexPattern = regexp.MustCompile(`\.(\d+)`)
+
+// fieldPath is the path of the value a decoding error is about, with its
+// array indices: questions[0].options. encoding/json names the field with
+// its indices (questions.0.options) in some builds and without them
+// (questions.options) in others; without, the first value of the JSON
+// type it reports along that path is the one, as the decoder reads in
+// order.
+func fieldPath(raw json.RawMessage, typ *json.UnmarshalTypeError) string {
+	if indexPattern.MatchString(typ.Field) {
+		return indexPattern.ReplaceAllString(typ.Field, "[$1]")
+	}
+	var doc any
+	if json.Unmarshal(raw, &doc) != nil {
+		return typ.Field
+	}
+	// An error about a list itself has the list's type; one about an
+	// element, the element's.
+	elem := typ.Type == nil || typ.Type.Kind() != reflect.Slice && typ.Type.Kind() != reflect.Array
+	if path, ok := locate(doc, strings.Split(typ.Field, "."), typ.Value, elem, ""); ok {
+		return path
+	}
+	return typ.Field
+}
+
+// locate finds, under v, the first value of JSON type want at the end of
+// the field names in fields, stepping into every array on the way, and
+// into the one at the end when the error is about an element (elem), and
+// returns its path from prefix.
+func locate(v any, fields []string, want string, elem bool, prefix string) (string, bool) {
+	list, isList := v.([]any)
+	if len(fields) == 0 {
+		if jsonKind(v) == want {
+			return prefix, true
+		}
+		if !isList || !elem {
+			return "", false
+		}
+	}
+	if isList {
+		for i, e := range list {
+			if path, ok := locate(e, fields, want, elem, fmt.Sprintf("%s[%d]", prefix, i)); ok {
+				return path, true
+			}
+		}
+		return "", false
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	next, ok := obj[fields[0]]
+	if !ok {
+		return "", false
+	}
+	if prefix != "" {
+		prefix += "."
+	}
+	return locate(next, fields[1:], want, elem, prefix+fields[0])
+}
+
+// jsonKind names v's JSON type as encoding/json's errors do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	default:
+		return "null"
+	}
+}
 
 // jsonType names the JSON type a Go type decodes from.
 func jsonType(goType string) string {
