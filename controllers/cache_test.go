@@ -82,7 +82,7 @@ func TestOverdueQuestionsGoAheadOfTheInitialList(t *testing.T) {
 	queue := priorityqueue.New[reconcile.Request]("overdue-first-test")
 	defer queue.ShutDown()
 	now := secs(10)
-	h := overdueFirst(clocktesting.NewFakePassiveClock(now))
+	h := overdueFirst(clocktesting.NewFakeClock(now))
 	question := func(name string, state hitlv1.QuestionState, deadline time.Time) *hitlv1.UserQuestion {
 		q := aQuestion().timeout(3 * time.Second).q
 		q.Name, q.Status.State = name, state
@@ -106,5 +106,41 @@ func TestOverdueQuestionsGoAheadOfTheInitialList(t *testing.T) {
 	got := strings.Join(order, " ")
 	if !strings.HasPrefix(got, "overdue:10 unwritten:10 ") || !strings.Contains(got, "waiting:-100") || !strings.Contains(got, "continued:-100") {
 		t.Errorf("dequeued %s; want the overdue questions first, at the scheduled priority, and the others at the initial list's", got)
+	}
+}
+
+func TestATimedQuestionGoesAheadAtItsDeadlineBeforeItsFirstLook(t *testing.T) {
+	queue := priorityqueue.New[reconcile.Request]("at-deadline-test")
+	defer queue.ShutDown()
+	clk := clocktesting.NewFakeClock(secs(10))
+	h := overdueFirst(clk)
+	// New questions, their status not yet written: one timed, due at 12 s,
+	// and others the API server is slow to let the workers write.
+	timed := aQuestion().timeout(2 * time.Second).q
+	timed.Name, timed.CreationTimestamp = "timed", metav1.NewTime(secs(10))
+	h.Create(context.Background(), event.CreateEvent{Object: &timed}, queue)
+	for i := range 3 {
+		q := aQuestion().q
+		q.Name = fmt.Sprintf("blocking-%d", i)
+		h.Create(context.Background(), event.CreateEvent{Object: &q}, queue)
+	}
+	// A worker takes the timed question's first look, the others wait.
+	req, _, _ := queue.GetWithPriority()
+	if req.Name != "timed" {
+		t.Fatalf("first %s, want timed (created first)", req.Name)
+	}
+	queue.Done(req)
+	clk.Step(time.Second)
+	if clk.HasWaiters() == false {
+		t.Fatal("nothing waits for the deadline")
+	}
+	clk.Step(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for queue.Len() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	req, priority, _ := queue.GetWithPriority()
+	if req.Name != "timed" || priority != scheduledPriority {
+		t.Fatalf("at its deadline, dequeued %s at priority %d; want timed at %d, ahead of the others", req.Name, priority, scheduledPriority)
 	}
 }

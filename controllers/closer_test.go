@@ -36,9 +36,11 @@ type slowCloses struct {
 	written    map[string][]hitlv1.QuestionState // by question name
 }
 
-func (s *slowCloses) RoundTrip(req *http.Request) (*http.Response, error) {
+// statusWrite returns the question a request writes the status of, or nil
+// for any other request.
+func statusWrite(req *http.Request) (*hitlv1.UserQuestion, error) {
 	if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/status") || !strings.Contains(req.URL.Path, "/userquestions/") {
-		return s.next.RoundTrip(req)
+		return nil, nil
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -48,6 +50,17 @@ func (s *slowCloses) RoundTrip(req *http.Request) (*http.Response, error) {
 	var q hitlv1.UserQuestion
 	if err := json.Unmarshal(body, &q); err != nil {
 		return nil, err
+	}
+	return &q, nil
+}
+
+func (s *slowCloses) RoundTrip(req *http.Request) (*http.Response, error) {
+	q, err := statusWrite(req)
+	if err != nil {
+		return nil, err
+	}
+	if q == nil {
+		return s.next.RoundTrip(req)
 	}
 	s.mu.Lock()
 	s.written[q.Name] = append(s.written[q.Name], q.Status.State)

@@ -139,7 +139,12 @@ func (r *UserQuestionReconciler) SetupWithManager(mgr ctrl.Manager, workers int)
 // ahead of other work when it is Open past its deadline: after a restart,
 // the deadlines that passed while the controller was down are written
 // before the thousands of unchanged questions the initial list brings.
-func overdueFirst(clk clock.PassiveClock) handler.EventHandler {
+// A timed question's deadline is also set then, when the question is first
+// seen, rather than only once it has been looked at (and written Open):
+// while the API server is slow and new questions pile up in the queue, a
+// window that falls due before its question's first look goes ahead of
+// them at its deadline instead of waiting its turn.
+func overdueFirst(clk clock.Clock) handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
 		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
 		pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
@@ -152,6 +157,7 @@ func overdueFirst(clk clock.PassiveClock) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.Object)
+			atDeadline(clk, q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.ObjectNew)
@@ -163,6 +169,33 @@ func overdueFirst(clk clock.PassiveClock) handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 	}
+}
+
+// atDeadline puts an Open timed question in the queue again at its
+// deadline, ahead of other work. (Adding it now with a delay would not do:
+// the queue merges the two adds of a question into one, at once and ahead.)
+func atDeadline(clk clock.Clock, q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+	uq, ok := o.(*hitlv1.UserQuestion)
+	if !ok || uq.State() != hitlv1.StateOpen || uq.DeletionTimestamp != nil {
+		return
+	}
+	deadline, timed := uq.Deadline()
+	wait := deadline.Sub(clk.Now())
+	if !timed || wait <= 0 {
+		return
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(uq)}
+	pq, isPriority := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if !isPriority {
+		q.AddAfter(req, wait)
+		return
+	}
+	ahead := func() { pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(scheduledPriority)}, req) }
+	if d, ok := clk.(clock.WithDelayedExecution); ok {
+		d.AfterFunc(wait, ahead)
+		return
+	}
+	time.AfterFunc(wait, ahead)
 }
 
 // overdue reports whether q is still Open with its deadline passed.
