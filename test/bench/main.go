@@ -15,9 +15,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -105,7 +107,11 @@ func main() {
 	if s.Questions > 0 {
 		timeout = 150 * time.Minute // creating the scale mode's objects takes most of it; within the tokens' 3 h
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// Interrupted (Ctrl-C, or killed with SIGTERM), the run ends its
+	// workload and still prints and writes the figures it has.
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, cancel := context.WithTimeout(sigCtx, timeout)
 	defer cancel()
 	if *plugin == "" {
 		*plugin = filepath.Join(filepath.Dir(*manager), "kubectl-hitl")
