@@ -15,12 +15,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/manager"
 	. "github.com/hitl-dev/hitl/test/builders"
-	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // slowCloses holds each status write that closes a window (state
@@ -90,13 +88,7 @@ func (s *slowCloses) states(name string) []hitlv1.QuestionState {
 var _ = Describe("Closing windows while the API server is slow", Ordered, func() {
 	slow := &slowCloses{delay: 400 * time.Millisecond, written: map[string][]hitlv1.QuestionState{}}
 	BeforeAll(func() {
-		stopManager()
-		c := manager.DefaultConfig()
-		slowCfg := rest.CopyConfig(cfg)
-		slowCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { slow.next = rt; return slow })
-		stop, err := testenv.RunManager(env, slowCfg, c)
-		Expect(err).NotTo(HaveOccurred())
-		stopMgr = stop
+		startManagerThrough(manager.DefaultConfig(), func(rt http.RoundTripper) http.RoundTripper { slow.next = rt; return slow })
 	})
 	AfterAll(func() {
 		stopManager()
@@ -116,8 +108,9 @@ var _ = Describe("Closing windows while the API server is slow", Ordered, func()
 		}
 		// On the workers, a close held 400 ms held a worker: at most as
 		// many writes at once as workers. Off them, the closes that waited
-		// for a slot added one each.
-		Expect(slow.most.Load()).To(BeNumerically(">=", workers+workers/2), "status writes held at once")
+		// for a slot added one each. How many more depends on how the
+		// creation times (whole seconds) split the deadlines: 17 to 32.
+		Expect(slow.most.Load()).To(BeNumerically(">", workers), "status writes held at once")
 		for i := range n {
 			Consistently(func() []hitlv1.QuestionState { return slow.states(fmt.Sprintf("w%02d", i)) }, "100ms").
 				Should(Equal([]hitlv1.QuestionState{hitlv1.StateOpen, hitlv1.StateContinued}), "written once open and once closed")

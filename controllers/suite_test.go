@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -61,6 +62,18 @@ func startManager() {
 func startManagerWith(c manager.Config) {
 	GinkgoHelper()
 	stop, err := testenv.RunManager(env, cfg, c)
+	Expect(err).NotTo(HaveOccurred())
+	stopMgr = stop
+}
+
+// startManagerThrough stops the manager and starts one with its flags set
+// to c, whose requests to the API server go through wrap.
+func startManagerThrough(c manager.Config, wrap func(http.RoundTripper) http.RoundTripper) {
+	GinkgoHelper()
+	stopManager()
+	through := rest.CopyConfig(cfg)
+	through.Wrap(wrap)
+	stop, err := testenv.RunManager(env, through, c)
 	Expect(err).NotTo(HaveOccurred())
 	stopMgr = stop
 }
