@@ -321,10 +321,10 @@ func (s *stream) ResultChan() <-chan watch.Event { return s.out }
 type end int
 
 const (
-	// closed: the API server ended the watch (its timeout); the Reflector
-	// opens the next from the last version it saw.
+	// closed: a watch-list ended before its initial events did; the
+	// Reflector starts over.
 	closed end = iota
-	// broken: an outage broke it; it is opened again from rv.
+	// broken: an outage broke it, or it ended; it is opened again from rv.
 	broken
 	// expired: the API server no longer has rv; the stream lists.
 	expired
@@ -378,7 +378,14 @@ func (s *stream) forward(w watch.Interface) end {
 			return stopped
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return closed
+				if s.initial {
+					return closed
+				}
+				// The API server ended the watch (its timeout), or the
+				// connection dropped without a word (an API server
+				// killed): either way it is opened again from rv, here,
+				// where an outage is waited out a second at a time.
+				return broken
 			}
 			if ev.Type == watch.Error && !s.initial {
 				err := apierrors.FromObject(ev.Object)

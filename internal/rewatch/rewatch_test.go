@@ -342,21 +342,34 @@ func TestAnOutageLongerThanThePatienceReachesTheReflector(t *testing.T) {
 	}
 }
 
+// watchList opens a stream that starts with every object, as a
+// Reflector's watch-list does, through a ListWatch of api.
+func watchList(t *testing.T, api *scripted) watch.Interface {
+	t.Helper()
+	got, err := Wrap(api, &corev1.ConfigMap{}).WatchWithContext(context.Background(),
+		metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(got.Stop)
+	return got
+}
+
+// cut ends w as an outage does: an internal error event.
+func cut(w *watch.FakeWatcher) {
+	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError})
+}
+
 func TestAnOutageDuringTheInitialEventsEndsTheStream(t *testing.T) {
 	// A watch-list: the Reflector replaces its store only at the end of
 	// the initial events, so a stream cut before then is its to restart.
 	w := fake()
 	api := newScripted()
 	api.watches = []watchAnswer{{w: w}}
-	lw := Wrap(api, &corev1.ConfigMap{})
-	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Stop()
+	got := watchList(t, api)
 	a := cm("a", "10")
 	w.Add(&a)
-	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError})
+	cut(w)
 	var types []watch.EventType
 	for ev := range got.ResultChan() {
 		types = append(types, ev.Type)
@@ -373,17 +386,12 @@ func TestAnOutageAfterTheInitialEventsIsResumed(t *testing.T) {
 	first, second := fake(), fake()
 	api := newScripted()
 	api.watches = []watchAnswer{{w: first}, {w: second}}
-	lw := Wrap(api, &corev1.ConfigMap{})
-	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Stop()
+	got := watchList(t, api)
 	a := cm("a", "10")
 	first.Add(&a)
 	first.Action(watch.Bookmark, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "12",
 		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
-	first.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError})
+	cut(first)
 	b := cm("b", "13")
 	second.Add(&b)
 	var seen []string
@@ -434,5 +442,43 @@ func TestAnAPIServerNeverReachedIsTheCallersToSee(t *testing.T) {
 	}
 	if calls := len(api.listCalls); calls != 1 {
 		t.Fatalf("tried %d times before the API server ever answered, want once", calls)
+	}
+}
+
+func TestAWatchThatEndsWithoutAWordIsOpenedAgainHere(t *testing.T) {
+	// A killed API server drops the connection: the watch just ends. Left
+	// to the Reflector, a watch that ended within a second of opening made
+	// it wait, and the next attempts failed while the API server was down.
+	first, second := fake(), fake()
+	api := newScripted()
+	api.lists = []listAnswer{{rv: "10"}}
+	api.watches = []watchAnswer{{w: first}, {err: refused}, {w: second}}
+	lw := Wrap(api, &corev1.ConfigMap{})
+	lw.retry.Duration, lw.retry.Cap = time.Millisecond, time.Millisecond
+	if _, err := lw.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Stop()
+	a := cm("a", "11")
+	first.Add(&a)
+	first.Stop()
+	b := cm("b", "12")
+	second.Add(&b)
+	var names []string
+	for ev := range got.ResultChan() {
+		names = append(names, ev.Object.(*corev1.ConfigMap).Name)
+		if len(names) == 2 {
+			break
+		}
+	}
+	if fmt.Sprint(names) != "[a b]" {
+		t.Fatalf("delivered %v, want a then b on one stream", names)
+	}
+	if got := api.watchVersions(); fmt.Sprint(got) != "[10 11 11]" {
+		t.Fatalf("watches opened at %v, want 10, then 11 until the API server answered", got)
 	}
 }
