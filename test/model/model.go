@@ -123,12 +123,22 @@ type Model struct {
 	Seen map[string]int
 	// held are the questions a claim held open past their deadline.
 	held map[string]bool
+	// shown are the outcomes that replies' objects show while the manager
+	// is down, for the replies whose outcome the model changed meanwhile:
+	// the manager writes the new one when it starts, unless the reply is
+	// deleted first, when the object goes with the outcome it showed.
+	shown map[string]shownOutcome
+}
+
+type shownOutcome struct {
+	outcome hitlv1.ReplyOutcome
+	reason  hitlv1.ErrorCode
 }
 
 // New returns an empty model whose fake clock starts at t0.
 func New(t0 time.Time) *Model {
 	return &Model{T0: t0, Questions: map[string]*Question{}, Replies: map[string]*Reply{}, Claims: map[string]*Claim{},
-		Seen: map[string]int{}, held: map[string]bool{}}
+		Seen: map[string]int{}, held: map[string]bool{}, shown: map[string]shownOutcome{}}
 }
 
 // At is the fake time of a slot.
@@ -249,6 +259,7 @@ func (m *Model) Admit(question, reply string) error {
 	}
 	q.Admitted = reply
 	m.settleWith(q, reply, true)
+	m.noteShown(m.Replies[reply])
 	m.Replies[reply].Outcome = hitlv1.OutcomeAdmitted
 	m.Seen["settled late"]++
 	m.logf("admit %s: Admitted, %s Settled late", reply, question)
@@ -270,6 +281,7 @@ func (m *Model) Cancel(question string) error {
 		m.Seen["cancelled"]++
 		if q.Queued != "" {
 			m.Seen["cancelled with a queued reply"]++
+			m.noteShown(m.Replies[q.Queued])
 			m.reject(m.Replies[q.Queued], hitlv1.CodeNotAnswerable, "cancelled while queued")
 			q.Queued = ""
 		}
@@ -288,6 +300,11 @@ func (m *Model) DeleteReply(name string) {
 		return
 	}
 	r.Deleted = true
+	if was, ok := m.shown[name]; ok && m.down {
+		// Its new outcome was never written: it goes as it was.
+		r.Outcome, r.Reason = was.outcome, was.reason
+		m.Seen["deleted before its new outcome was written"]++
+	}
 	if q := m.question(r.Question); q != nil && q.Queued == name {
 		q.Queued = ""
 		m.Seen["withdrawn"]++
@@ -335,6 +352,7 @@ func (m *Model) Stop() { m.down = true }
 // renewed, and everything that came due meanwhile is decided now.
 func (m *Model) Start() {
 	m.down = false
+	clear(m.shown)
 	for _, c := range m.Claims {
 		c.Live = true
 	}
@@ -407,6 +425,14 @@ func (m *Model) settleWith(q *Question, reply string, late bool) {
 	q.Settlement = &Settlement{Reply: reply, Late: late, Slot: m.Slots}
 	q.FinishedSlot = m.Slots
 	q.Queued = ""
+}
+
+// noteShown records, while the manager is down, the outcome a reply's
+// object shows before the model gives it a new one.
+func (m *Model) noteShown(r *Reply) {
+	if _, ok := m.shown[r.Name]; m.down && !ok {
+		m.shown[r.Name] = shownOutcome{r.Outcome, r.Reason}
+	}
 }
 
 func (m *Model) reject(r *Reply, code hitlv1.ErrorCode, why string) {

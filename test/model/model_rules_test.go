@@ -190,3 +190,40 @@ func TestWindowStart(t *testing.T) {
 		t.Fatal("askedAt a full second after creation is ignored")
 	}
 }
+
+// A queued reply admitted, or rejected by a cancel, while the manager is
+// down and deleted before it starts again goes with the outcome its object
+// showed: the manager never saw it to write the new one. The question still
+// settles (or is cancelled) as if the reply had stayed.
+func TestAReplyDeletedWhileTheManagerIsDownKeepsTheOutcomeItShowed(t *testing.T) {
+	m := New(t0)
+	timed(m, "q", time.Hour)
+	timed(m, "c", time.Hour)
+	m.Step(3)
+	m.Reply("r1", "q", true)
+	m.Reply("r2", "c", true)
+	m.Stop()
+	if err := m.Admit("q", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Cancel("c"); err != nil {
+		t.Fatal(err)
+	}
+	m.DeleteReply("r1")
+	m.DeleteReply("r2")
+	m.Start()
+	expectOutcome(t, m, "r1", hitlv1.OutcomeQueued, "")
+	expectOutcome(t, m, "r2", hitlv1.OutcomeQueued, "")
+	expectState(t, m, "q", hitlv1.StateSettled)
+	expectState(t, m, "c", hitlv1.StateCancelled)
+
+	// Once the manager runs, a deletion after admission changes nothing.
+	timed(m, "q2", time.Hour)
+	m.Step(3)
+	m.Reply("r3", "q2", true)
+	if err := m.Admit("q2", "r3"); err != nil {
+		t.Fatal(err)
+	}
+	m.DeleteReply("r3")
+	expectOutcome(t, m, "r3", hitlv1.OutcomeAdmitted, "")
+}

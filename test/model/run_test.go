@@ -478,7 +478,13 @@ func (d *driver) poke(names []string) {
 func (d *driver) pokeOne(name string) {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, pokeAnnotation, d.lastPoke)
 	q := &hitlv1.UserQuestion{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.ns}}
-	d.must(d.c.Patch(d.ctx, q, client.RawPatch(types.MergePatchType, []byte(patch))))
+	err := d.c.Patch(d.ctx, q, client.RawPatch(types.MergePatchType, []byte(patch)))
+	if apierrors.IsNotFound(err) && d.m.Questions[name].Deleted {
+		// The step took it past its TTL, and the controller, woken by
+		// something else at the new time, deleted it before this poke.
+		return
+	}
+	d.must(err)
 }
 
 // restart stops the manager, does what downtime chooses, and starts a new
