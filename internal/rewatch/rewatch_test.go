@@ -305,15 +305,7 @@ func TestARefusalJustAfterAnOutageIsTheAPIServerStarting(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", fmt.Errorf("RBAC: not ready"))
 	api.lists = []listAnswer{{rv: "10"}}
 	api.watches = []watchAnswer{{err: refused}, {err: forbidden}, {err: forbidden}, {w: w}}
-	lw := Wrap(api, &corev1.ConfigMap{})
-	lw.retry.Duration, lw.retry.Cap = time.Millisecond, time.Millisecond
-	if _, err := lw.List(metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lw, got := listThenWatch(t, api)
 	got.Stop()
 	if calls := len(api.watchVersions()); calls != 4 {
 		t.Fatalf("%d attempts, want 4", calls)
@@ -453,15 +445,7 @@ func TestAWatchThatEndsWithoutAWordIsOpenedAgainHere(t *testing.T) {
 	api := newScripted()
 	api.lists = []listAnswer{{rv: "10"}}
 	api.watches = []watchAnswer{{w: first}, {err: refused}, {w: second}}
-	lw := Wrap(api, &corev1.ConfigMap{})
-	lw.retry.Duration, lw.retry.Cap = time.Millisecond, time.Millisecond
-	if _, err := lw.List(metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, got := listThenWatch(t, api)
 	defer got.Stop()
 	a := cm("a", "11")
 	first.Add(&a)
@@ -481,4 +465,20 @@ func TestAWatchThatEndsWithoutAWordIsOpenedAgainHere(t *testing.T) {
 	if got := api.watchVersions(); fmt.Sprint(got) != "[10 11 11]" {
 		t.Fatalf("watches opened at %v, want 10, then 11 until the API server answered", got)
 	}
+}
+
+// listThenWatch wraps api with retries a millisecond apart, lists (at
+// resourceVersion 10, as the tests script it) and opens a watch from there.
+func listThenWatch(t *testing.T, api *scripted) (*ListWatch, watch.Interface) {
+	t.Helper()
+	lw := Wrap(api, &corev1.ConfigMap{})
+	lw.retry.Duration, lw.retry.Cap = time.Millisecond, time.Millisecond
+	if _, err := lw.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lw, got
 }
