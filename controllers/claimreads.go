@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,24 +36,38 @@ const claimReadMaxAge = 2 * time.Second
 // A read holds the claims alone (Leases labelled as claims), which live
 // only while people work on questions.
 //
-// One read is in flight at a time. Windows due after it was sent wait for
-// the next, sent as soon as it returns and shared by all of them: deadlines
-// spread over a minute (167 a second) sent a read each as each fell due,
-// and those reads of every claim in the cluster, in flight side by side,
-// slowed the API server and with it every status write.
+// Reads overlap, a few at a time: a window due after the newest read was
+// sent waits for a read sent at most claimReadSpacing later, or sooner if
+// a read returns first. The API server answers the reads sent between two
+// of its progress requests together, at the second, so a window waits for
+// about one of them. One read at a time made a window that fell due while
+// a read was in flight wait for that read and then for the next: up to
+// two. A read for every window, as each fell due (deadlines spread over a
+// minute fall due 167 a second), slowed the API server and with it every
+// status write; spaced, they are at most 40 a second, and never more than
+// claimReadsInFlight at once.
 type claimReads struct {
 	reader client.Reader
-	clock  clock.PassiveClock
+	clock  clock.Clock
 
 	mu sync.Mutex
-	// reads holds the read in flight and the last one that succeeded,
-	// newest last.
+	// reads holds the reads in flight and the newest one that returned
+	// and succeeded, in the order they were sent.
 	reads []*claimRead
-	// next is the read the windows due after the one in flight was sent
-	// wait for; it is sent, with nextCtx, when that one returns.
+	// next is the read the windows due after the newest read was sent
+	// wait for; it is sent, with nextCtx, claimReadSpacing after that one
+	// or when a read returns, whichever comes first.
 	next    *claimRead
 	nextCtx context.Context
 }
+
+const (
+	// claimReadSpacing is how often reads are sent while windows keep
+	// falling due after the newest was sent.
+	claimReadSpacing = 25 * time.Millisecond
+	// claimReadsInFlight is how many reads may be in flight at once.
+	claimReadsInFlight = 8
+)
 
 // claimRead is one read of the claims.
 type claimRead struct {
@@ -65,13 +80,13 @@ type claimRead struct {
 	err    error
 }
 
-func newClaimReads(reader client.Reader, clk clock.PassiveClock) *claimReads {
+func newClaimReads(reader client.Reader, clk clock.Clock) *claimReads {
 	return &claimReads{reader: reader, clock: clk}
 }
 
 // since returns a read of the claims sent no earlier than t, nor
-// claimReadMaxAge ago: one in flight or done, or the next one once the
-// one in flight returns, else a new one.
+// claimReadMaxAge ago: one that returned or is in flight, or the next one,
+// else a new one.
 func (c *claimReads) since(ctx context.Context, t time.Time) (*claimRead, error) {
 	if oldest := c.clock.Now().Add(-claimReadMaxAge); t.Before(oldest) {
 		t = oldest
@@ -93,30 +108,72 @@ func (c *claimReads) since(ctx context.Context, t time.Time) (*claimRead, error)
 	return read, nil
 }
 
-// join finds a read sent at or after t, or the next read, sent when the
-// one in flight returns, or makes a new one that the caller sends. It
-// reports whether the caller sent the read or asked for the next one.
+// join finds a read sent at or after t, or the next read, or makes a new
+// one that it sends. It reports whether the caller sent a read or asked
+// for the next one.
 func (c *claimReads) join(ctx context.Context, t time.Time) (read *claimRead, asked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inFlight := false
-	for i := len(c.reads) - 1; i >= 0; i-- {
-		if !c.reads[i].at.Before(t) {
-			return c.reads[i], false
+	// A read that returned serves at once; of those in flight, the one
+	// sent first returns first.
+	inFlight := 0
+	var lastSent time.Time
+	var soonest *claimRead
+	for _, r := range c.reads {
+		done := isDone(r)
+		if !r.at.Before(t) {
+			if done {
+				return r, false
+			}
+			if soonest == nil {
+				soonest = r
+			}
 		}
-		inFlight = inFlight || !isDone(c.reads[i])
-	}
-	if inFlight {
-		if c.next != nil {
-			return c.next, false
+		if !done {
+			inFlight++
+			lastSent = r.at
 		}
-		c.next, c.nextCtx = &claimRead{done: make(chan struct{})}, ctx
-		return c.next, true
 	}
-	read = &claimRead{at: c.clock.Now(), done: make(chan struct{})}
-	c.reads = append(c.reads, read)
-	go c.send(ctx, read)
-	return read, true
+	if soonest != nil {
+		return soonest, false
+	}
+	if c.next != nil {
+		return c.next, false
+	}
+	now := c.clock.Now()
+	wait := lastSent.Add(claimReadSpacing).Sub(now)
+	if inFlight == 0 || (wait <= 0 && inFlight < claimReadsInFlight) {
+		read = &claimRead{at: now, done: make(chan struct{})}
+		c.reads = append(c.reads, read)
+		go c.send(ctx, read)
+		return read, true
+	}
+	next := &claimRead{done: make(chan struct{})}
+	c.next, c.nextCtx = next, ctx
+	if inFlight < claimReadsInFlight {
+		timer := c.clock.NewTimer(wait)
+		go func() {
+			<-timer.C()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.next == next {
+				c.sendNext()
+			}
+		}()
+	}
+	return next, true
+}
+
+// sendNext sends the next read, if windows wait for one. c.mu is held.
+func (c *claimReads) sendNext() {
+	if c.next == nil {
+		return
+	}
+	next, ctx := c.next, c.nextCtx
+	c.next, c.nextCtx = nil, nil
+	next.at = c.clock.Now()
+	c.reads = append(c.reads, next)
+	go c.send(ctx, next)
 }
 
 // send lists the claims of every namespace and keeps the read for later
@@ -131,27 +188,25 @@ func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	} else {
 		read.leases = list.Items
 	}
-	// One read is in flight at a time, so all the others are done: keep
-	// the newest that succeeded; an older one serves nobody a newer one
-	// cannot.
+	// Keep the reads in flight and the newest that returned and
+	// succeeded: an older one serves nobody a newer one cannot.
 	var newest *claimRead
+	kept := c.reads[:0]
 	for _, r := range c.reads {
-		if r.err == nil && (newest == nil || r.at.After(newest.at)) {
+		switch {
+		case r != read && !isDone(r):
+			kept = append(kept, r)
+		case r.err == nil && (newest == nil || r.at.After(newest.at)):
 			newest = r
 		}
 	}
-	clear(c.reads)
-	c.reads = c.reads[:0]
 	if newest != nil {
-		c.reads = append(c.reads, newest)
+		kept = append(kept, newest)
 	}
-	if c.next != nil {
-		next, ctx := c.next, c.nextCtx
-		c.next, c.nextCtx = nil, nil
-		next.at = c.clock.Now()
-		c.reads = append(c.reads, next)
-		go c.send(ctx, next)
-	}
+	clear(c.reads[len(kept):])
+	c.reads = kept
+	slices.SortFunc(c.reads, func(a, b *claimRead) int { return a.at.Compare(b.at) })
+	c.sendNext()
 	// Last, so that whoever waited on it finds the reads in order.
 	close(read.done)
 }

@@ -171,64 +171,99 @@ func TestClaimReadsKeepOnlyTheNewest(t *testing.T) {
 	}
 }
 
-// Windows falling due one after another while a read is in flight share
-// the next read, sent when that one returns: one read in flight at a
-// time, however many windows fall due.
-func TestClaimReadsWindowsDueDuringAReadShareTheNext(t *testing.T) {
+// A window due while a read is in flight gets a read sent at most
+// claimReadSpacing after that one, in flight beside it, or sooner when a
+// read returns: not the read after the one in flight returns.
+func TestClaimReadsAWindowDueDuringAReadGetsAReadSentWithinTheSpacing(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
 	api := &countingLeases{gate: make(chan struct{}), leases: []coordinationv1.Lease{claimOf("deploy-plan", "alice")}}
 	reads := newClaimReads(api, clk)
-	first := make(chan *claimRead, 1)
-	go func() {
-		r, err := reads.since(ctx, seen)
-		if err != nil {
-			t.Error(err)
-		}
-		first <- r
-	}()
-	for api.lists.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	// 20 windows due 6 ms apart, after the read in flight was sent.
-	var wg sync.WaitGroup
-	got := make([]*claimRead, 20)
-	var lastDue time.Time
-	for i := range got {
-		clk.Step(6 * time.Millisecond)
-		due := clk.Now()
-		lastDue = due
-		wg.Go(func() {
+	window := func(due time.Time) <-chan *claimRead {
+		got := make(chan *claimRead, 1)
+		go func() {
 			r, err := reads.since(ctx, due)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- r
+		}()
+		return got
+	}
+	first := window(seen)
+	awaitLists(t, api, 1)
+
+	clk.Step(5 * time.Millisecond)
+	second := window(clk.Now())
+	time.Sleep(30 * time.Millisecond)
+	if n := api.lists.Load(); n != 1 {
+		t.Fatalf("%d reads sent before the spacing passed, want 1", n)
+	}
+	clk.Step(claimReadSpacing - 5*time.Millisecond)
+	awaitLists(t, api, 2) // beside the first, still in flight
+
+	clk.Step(5 * time.Millisecond)
+	third := window(clk.Now())
+	time.Sleep(30 * time.Millisecond)
+	close(api.gate) // the first two return, and the third is sent then
+	awaitLists(t, api, 3)
+
+	for i, w := range []struct {
+		got  <-chan *claimRead
+		want time.Time
+	}{{first, seen}, {second, seen.Add(claimReadSpacing)}, {third, seen.Add(claimReadSpacing + 5*time.Millisecond)}} {
+		if r := <-w.got; r == nil || !r.at.Equal(w.want) || len(r.of(deployPlan)) != 1 {
+			t.Errorf("window %d got %+v, want the read sent at %v with alice's claim", i+1, r, w.want)
+		}
+	}
+}
+
+// Windows falling due one after another while the API server does not
+// answer share reads sent claimReadSpacing apart, no more than
+// claimReadsInFlight in flight at once, and then one more, sent when a read
+// returns; each gets a read sent no earlier than its deadline.
+func TestClaimReadsNoMoreThanClaimReadsInFlight(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(seen)
+	api := &countingLeases{gate: make(chan struct{})}
+	reads := newClaimReads(api, clk)
+	var wg sync.WaitGroup
+	due := make([]time.Time, 100)
+	got := make([]*claimRead, len(due))
+	for i := range due {
+		due[i] = clk.Now()
+		wg.Go(func() {
+			r, err := reads.since(ctx, due[i])
 			if err != nil {
 				t.Error(err)
 			}
 			got[i] = r
 		})
+		time.Sleep(time.Millisecond)
+		clk.Step(6 * time.Millisecond)
 	}
+	awaitLists(t, api, claimReadsInFlight)
 	time.Sleep(50 * time.Millisecond)
-	if n := api.lists.Load(); n != 1 {
-		t.Fatalf("%d reads in flight at once, want 1", n)
+	if n := api.lists.Load(); n != claimReadsInFlight {
+		t.Fatalf("%d reads in flight at once, want %d", n, claimReadsInFlight)
 	}
-	clk.Step(time.Millisecond)
-	sentAt := clk.Now()
-	close(api.gate) // both the read in flight and the next return
+	close(api.gate)
 	wg.Wait()
-	if r := <-first; r == nil || !r.at.Equal(seen) {
-		t.Fatalf("the first window got %v, want the read sent at its deadline", r)
-	}
-	if n := api.lists.Load(); n != 2 {
-		t.Fatalf("%d reads for 21 windows, want 2: the one in flight and the next", n)
+	if n := api.lists.Load(); n != claimReadsInFlight+1 {
+		t.Errorf("%d reads for 100 windows, want %d: those in flight and the next", n, claimReadsInFlight+1)
 	}
 	for i, r := range got {
-		if r != got[0] {
-			t.Fatalf("window %d got a read of its own", i)
+		if r == nil || r.at.Before(due[i]) {
+			t.Fatalf("window %d, due at %v, got %+v", i, due[i], r)
 		}
 	}
-	if !got[0].at.Equal(sentAt) || got[0].at.Before(lastDue) {
-		t.Errorf("the next read was sent at %v, want when the first returned (%v), after the last window fell due (%v)", got[0].at, sentAt, lastDue)
-	}
-	if claims := got[0].of(deployPlan); len(claims) != 1 {
-		t.Errorf("claims of deploy-plan in the next read: %v", claims)
+}
+
+func awaitLists(t *testing.T, api *countingLeases, n int32) {
+	t.Helper()
+	for start := time.Now(); api.lists.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d reads sent, want %d", api.lists.Load(), n)
+		}
 	}
 }
