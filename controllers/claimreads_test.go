@@ -249,8 +249,9 @@ func TestClaimReadsNoMoreThanClaimReadsInFlight(t *testing.T) {
 	}
 	close(api.gate)
 	wg.Wait()
-	if n := api.lists.Load(); n != claimReadsInFlight+1 {
-		t.Errorf("%d reads for 100 windows, want %d: those in flight and the next", n, claimReadsInFlight+1)
+	// The next, if a window fell due after the last of them was sent.
+	if n := api.lists.Load(); n > claimReadsInFlight+1 {
+		t.Errorf("%d reads for 100 windows, want at most %d: those in flight and the next", n, claimReadsInFlight+1)
 	}
 	for i, r := range got {
 		if r == nil || r.at.Before(due[i]) {
