@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,8 +50,8 @@ type claimReads struct {
 	clock  clock.Clock
 
 	mu sync.Mutex
-	// reads holds the reads in flight and the newest one that returned
-	// and succeeded, in the order they were sent.
+	// reads holds the reads in flight, in the order they were sent, and
+	// the newest one that returned and succeeded, anywhere among them.
 	reads []*claimRead
 	// next is the read the windows due after the newest read was sent
 	// wait for; it is sent, with nextCtx, claimReadSpacing after that one
@@ -143,9 +142,8 @@ func (c *claimReads) join(ctx context.Context, t time.Time) (read *claimRead, as
 	now := c.clock.Now()
 	wait := lastSent.Add(claimReadSpacing).Sub(now)
 	if inFlight == 0 || (wait <= 0 && inFlight < claimReadsInFlight) {
-		read = &claimRead{at: now, done: make(chan struct{})}
-		c.reads = append(c.reads, read)
-		go c.send(ctx, read)
+		read = &claimRead{done: make(chan struct{})}
+		c.start(ctx, read)
 		return read, true
 	}
 	next := &claimRead{done: make(chan struct{})}
@@ -171,9 +169,14 @@ func (c *claimReads) sendNext() {
 	}
 	next, ctx := c.next, c.nextCtx
 	c.next, c.nextCtx = nil, nil
-	next.at = c.clock.Now()
-	c.reads = append(c.reads, next)
-	go c.send(ctx, next)
+	c.start(ctx, next)
+}
+
+// start sends a read now. c.mu is held.
+func (c *claimReads) start(ctx context.Context, read *claimRead) {
+	read.at = c.clock.Now()
+	c.reads = append(c.reads, read)
+	go c.send(ctx, read)
 }
 
 // send lists the claims of every namespace and keeps the read for later
@@ -205,7 +208,6 @@ func (c *claimReads) send(ctx context.Context, read *claimRead) {
 	}
 	clear(c.reads[len(kept):])
 	c.reads = kept
-	slices.SortFunc(c.reads, func(a, b *claimRead) int { return a.at.Compare(b.at) })
 	c.sendNext()
 	// Last, so that whoever waited on it finds the reads in order.
 	close(read.done)
