@@ -101,7 +101,7 @@ chaos: build envtest-assets ## Run two leader-elected manager replicas under a m
 
 .PHONY: fuzz
 fuzz: ## Fuzz the answer-batch and ask validators, the CLI's answer parsing and the admission webhooks' handlers, each target in turn for FUZZTIME (default 30s).
-	for t in ./pkg/validation:FuzzValidateAnswers ./pkg/validation:FuzzValidateAsk ./pkg/cli:FuzzAnswerFlags ./pkg/cli:FuzzPromptBatch ./pkg/webhooks:FuzzWebhookHandlers; do \
+	for t in ./api/v1alpha1/validation:FuzzValidateAnswers ./api/v1alpha1/validation:FuzzValidateAsk ./internal/cli:FuzzAnswerFlags ./internal/cli:FuzzPromptBatch ./internal/admission:FuzzWebhookHandlers; do \
 		echo "fuzzing $$t for $${FUZZTIME:-30s}"; \
 		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-30s} || exit 1; \
 	done

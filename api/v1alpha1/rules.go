@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,32 @@ func (q *UserQuestion) Active() bool { return !q.State().Terminal() }
 // LeftOpen reports whether the asking call can return: the question was
 // settled, continued or cancelled.
 func (q *UserQuestion) LeftOpen() bool { return q.State() != StateOpen }
+
+// Unanswerable says why a question in status st, asked with spec, may not
+// take a new reply, as an error code and a reason that names the question:
+// NOT_ANSWERABLE once it is Settled or Cancelled or while it is being
+// cancelled, REPLY_QUEUED while a late reply waits for the agent. The code
+// is empty when a reply may come. The reply webhook, the admission policy's
+// feedback, the controller (on the status it is deciding), the CLI and the
+// web inbox all ask this.
+func Unanswerable(name string, spec *UserQuestionSpec, st *UserQuestionStatus) (ErrorCode, string) {
+	switch {
+	case st.State.Terminal():
+		return CodeNotAnswerable, fmt.Sprintf("question %s is %s", name, st.State)
+	case spec.Cancelled:
+		return CodeNotAnswerable, fmt.Sprintf("question %s is being cancelled", name)
+	case st.QueuedReply != nil:
+		return CodeReplyQueued, fmt.Sprintf("question %s already has queued reply %s", name, st.QueuedReply.Name)
+	}
+	return "", ""
+}
+
+// Answerable reports whether the question may take a new reply now: Open
+// or Continued, not being cancelled, no late reply queued (Unanswerable).
+func (q *UserQuestion) Answerable() bool {
+	code, _ := Unanswerable(q.Name, &q.Spec, &q.Status)
+	return code == ""
+}
 
 // AskedBefore is ask order: creationTimestamp, then namespace, then name.
 // Creation timestamps have a resolution of one second, so the names decide

@@ -23,7 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/hitl-dev/hitl/pkg/inbox"
+	"github.com/hitl-dev/hitl/internal/inbox"
 )
 
 func main() {

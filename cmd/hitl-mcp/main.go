@@ -18,7 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	hitlmcp "github.com/hitl-dev/hitl/pkg/mcp"
+	hitlmcp "github.com/hitl-dev/hitl/internal/mcp"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/hitl-dev/hitl/pkg/cli"
+	"github.com/hitl-dev/hitl/internal/cli"
 )
 
 func main() {

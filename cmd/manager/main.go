@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -18,8 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/controllers"
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 )
 
 func main() {
@@ -57,13 +54,7 @@ func main() {
 	log.Info("Tuned the garbage collector (0 means left to the Go runtime and GOGC/GOMEMLIMIT)",
 		"gcPercent", mem.GCPercent, "memoryLimitBytes", mem.MemoryLimit)
 
-	scheme := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := hitlv1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
+	scheme := hitlv1.NewScheme()
 
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
@@ -86,7 +77,7 @@ func main() {
 		// A manager that stops (SIGTERM on rollout or drain) hands over at
 		// once instead of making the standby wait out the lease.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
+		Cache:                         manager.CacheOptions(),
 		WebhookServer:                 webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir}),
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/controlplane"
 )
 
@@ -268,7 +269,7 @@ func waitForRBAC(ctx context.Context, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: controlplane.Scheme()})
+	c, err := client.New(rest.CopyConfig(cfg), client.Options{Scheme: hitlv1.NewScheme()})
 	if err != nil {
 		return err
 	}

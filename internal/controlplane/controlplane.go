@@ -6,7 +6,6 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -17,39 +16,20 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/controllers"
-	"github.com/hitl-dev/hitl/pkg/manager"
 )
 
 // Root is the repository's top directory.
 func Root() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// Scheme knows the built-in kinds and hitl's.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := hitlv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // New returns an environment that installs hitl's CRDs. It finds the
@@ -61,7 +41,7 @@ func New() *envtest.Environment {
 	return &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		Scheme:                Scheme(),
+		Scheme:                hitlv1.NewScheme(),
 	}
 }
 
@@ -127,8 +107,8 @@ func WithoutMutatingPolicies(env *envtest.Environment) *envtest.Environment {
 	return env
 }
 
-// servesWebhooks reports whether a started env has webhook configurations.
-func servesWebhooks(env *envtest.Environment) bool {
+// ServesWebhooks reports whether a started env has webhook configurations.
+func ServesWebhooks(env *envtest.Environment) bool {
 	o := env.WebhookInstallOptions
 	return len(o.MutatingWebhooks)+len(o.ValidatingWebhooks)+len(o.Paths) > 0
 }
@@ -155,97 +135,4 @@ func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// RunManager starts, against a started env, a manager wired as the manager
-// binary wires it (with the webhooks when env installs them), waits until
-// it serves, and returns a function that stops it and waits for it to end.
-func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
-	c.Webhooks = servesWebhooks(env)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
-		WebhookServer:          webhook.NewServer(WebhookOptions(env)),
-		// Restart tests set the controller up again in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := manager.Setup(mgr, c); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stop = func() {
-		cancel()
-		<-done
-	}
-	if c.Webhooks {
-		if err := WaitForWebhooks(env, 30*time.Second); err != nil {
-			stop()
-			return nil, err
-		}
-	}
-	return stop, nil
-}
-
-// Cluster is a started local control plane with hitl's admission installed
-// (as Options say) and a manager running, as the SDK, CLI and webhook suites
-// use it.
-type Cluster struct {
-	Env    *envtest.Environment
-	Config *rest.Config
-	// Client acts as the cluster's admin and can watch.
-	Client client.WithWatch
-	stop   func()
-}
-
-// Options say how StartCluster sets admission up.
-type Options struct {
-	// Admission is the admission mode; the zero value is the default
-	// install's admission policies.
-	Admission Admission
-	// MaxTimeout, when not zero, replaces the largest timeout of the
-	// admission policies' parameters.
-	MaxTimeout time.Duration
-}
-
-// StartCluster starts a Cluster whose manager runs with c.
-func StartCluster(c manager.Config, o Options) (*Cluster, error) {
-	env, err := WithWebhooks(New(), o.Admission)
-	if err != nil {
-		return nil, err
-	}
-	if o.Admission == WebhookMode {
-		WithoutMutatingPolicies(env)
-	}
-	cfg, _, err := Start(env)
-	if err != nil {
-		return nil, err
-	}
-	k := &Cluster{Env: env, Config: cfg}
-	if k.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme}); err == nil {
-		// The manager first: in webhook mode nothing is admitted until
-		// it serves the mutating webhooks, the policies' probes included.
-		if k.stop, err = RunManager(env, cfg, c); err == nil {
-			if err = InstallAdmission(context.Background(), k.Client, o.Admission, o.MaxTimeout); err != nil {
-				k.stop()
-			}
-		}
-	}
-	if err != nil {
-		_ = env.Stop()
-		return nil, err
-	}
-	return k, nil
-}
-
-// Stop stops the manager, then the control plane.
-func (k *Cluster) Stop() error {
-	k.stop()
-	return k.Env.Stop()
 }

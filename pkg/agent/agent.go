@@ -11,6 +11,22 @@
 // Errors that break one of the specification's rules carry its code, whether
 // the SDK found the problem itself or the API server (a webhook denial or a
 // CEL rule) did: test them with validation.CodeOf or validation.IsCode.
+//
+// From a Pod whose ServiceAccount has the hitl-agent role:
+//
+//	a, err := agent.NewInCluster("release-bot")
+//	if err != nil {
+//		return err
+//	}
+//	res, err := a.Ask(ctx, agent.Request{Questions: []hitlv1.Question{{
+//		ID:       "target",
+//		Question: "Where should I deploy?",
+//		Options:  []hitlv1.QuestionOption{{Label: "staging"}, {Label: "production"}},
+//	}}})
+//	// res.Answers[0].Selected is what the person chose.
+//
+// The runnable examples (example_test.go; go doc -http shows them) also
+// ask with a window and admit the late reply.
 package agent
 
 import (
@@ -22,7 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/internal/kubeclient"
 )
 
 // cancelGrace bounds the write that cancels an aborted ask: the caller's
@@ -41,6 +58,18 @@ type Agent struct {
 // a cache, because the Agent relies on consistent reads and guarded updates.
 func New(c client.WithWatch, namespace, name string) *Agent {
 	return &Agent{c: c, namespace: namespace, name: name}
+}
+
+// NewInCluster returns an Agent that asks as the named agent from the
+// cluster the program runs in: in a Pod, as its ServiceAccount and in its
+// namespace; elsewhere through KUBECONFIG (or ~/.kube/config), in its
+// current context's namespace.
+func NewInCluster(name string) (*Agent, error) {
+	c, namespace, err := kubeclient.Connect()
+	if err != nil {
+		return nil, err
+	}
+	return New(c, namespace, name), nil
 }
 
 // Request is one ask: a batch of questions and how to name it.

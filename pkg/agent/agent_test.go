@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/pkg/agent"
-	"github.com/hitl-dev/hitl/pkg/validation"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 )
 
 // codedError is a *validation.Error together with the error that caused it,

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 

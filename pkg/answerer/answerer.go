@@ -8,6 +8,23 @@
 //
 // Every error that carries one of the specification's codes has a
 // *validation.Error in its chain: test it with validation.CodeOf.
+//
+// From a Pod whose ServiceAccount has the hitl-answerer role and the
+// answer grant on release-bot:
+//
+//	a, err := answerer.NewInCluster("approver-bot", "release-bot")
+//	if err != nil {
+//		return err
+//	}
+//	events, err := a.Watch(ctx)
+//	for ev := range events {
+//		if ev.Question.Answerable() {
+//			// Claim it while a person decides, then a.Reply(ctx, ev.Question.Name, answers).
+//		}
+//	}
+//
+// The runnable example (example_test.go; go doc -http shows it) claims,
+// replies and reads the outcome.
 package answerer
 
 import (
@@ -21,7 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/internal/kubeclient"
 )
 
 // Answerer serves the questions of a set of agents in one namespace. It is
@@ -50,6 +68,19 @@ func New(c client.WithWatch, namespace, holder string, agents ...string) *Answer
 		holder:    holder,
 		agents:    slices.Clone(agents),
 	}
+}
+
+// NewInCluster returns an Answerer, named holder in its claims, that
+// serves the given agents (every agent when none is given) from the
+// cluster the program runs in: in a Pod, as its ServiceAccount and in its
+// namespace; elsewhere through KUBECONFIG (or ~/.kube/config), in its
+// current context's namespace.
+func NewInCluster(holder string, agents ...string) (*Answerer, error) {
+	c, namespace, err := kubeclient.Connect()
+	if err != nil {
+		return nil, err
+	}
+	return New(c, namespace, holder, agents...), nil
 }
 
 // question reads a question; a missing one is NOT_ANSWERABLE, because

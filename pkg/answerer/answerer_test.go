@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/pkg/answerer"
-	"github.com/hitl-dev/hitl/pkg/validation"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 

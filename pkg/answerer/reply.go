@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 )
 
 // Outcome is what the controller did with a reply.

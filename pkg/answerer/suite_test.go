@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 

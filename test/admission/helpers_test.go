@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 

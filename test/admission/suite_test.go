@@ -18,7 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 

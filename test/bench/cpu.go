@@ -1,3 +1,6 @@
+// CPU time: what each process of the run (kube-apiserver, etcd, the
+// manager, the bench) used, per ask and on the machine.
+
 package main
 
 import (
@@ -151,5 +154,16 @@ func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admissio
 	}
 	b.r.setMode("CPU ms per ask, concurrency 32, all", mode, ms(total)/float64(b.s.Asks))
 	b.r.setMode("cores used by other processes, concurrency 32", mode, othersCores(before, after))
+	return nil
+}
+
+// othersAt1 records how many cores other processes used since before, while
+// asks were made one at a time.
+func (b *bench) othersAt1(before map[string]time.Duration, mode testenv.Admission) error {
+	after, err := b.cpuTimes()
+	if err != nil {
+		return err
+	}
+	b.r.setMode("cores used by other processes, concurrency 1", mode, othersCores(before, after))
 	return nil
 }

@@ -1,3 +1,7 @@
+// The flood workload: deadlines while other clients flood the API server
+// (run in a process of their own, --flood), with and without hitl's
+// FlowSchema, against a bare client's floor under the same flood.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// The MCP workloads: ask latency through kubectl hitl mcp and the Go SDK,
+// and blocking MCP calls held open.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// The observer: the agents' watch, which times every workload's
+// transitions as agents see them.
+
 package main
 
 import (

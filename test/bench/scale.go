@@ -1,3 +1,6 @@
+// The scale mode: one workload at b.s.Questions questions across many
+// namespaces, run alone (--scale).
+
 package main
 
 import (
@@ -202,72 +205,6 @@ func (b *bench) atScale(ctx context.Context) error {
 	// (within its budget), so the floor does too.
 	_, err = b.spreadFloor(ctx, timedN, lead, nsName, "scale: floor: ", true)
 	return err
-}
-
-// spreadFloor is the floor of timed windows spread over SpreadWindow, in
-// the same run: with the manager stopped, n questions (the i-th in the
-// namespace nsName(i)), their deadlines spread as the manager's were, each
-// closed at its deadline by a bare client that writes the Continued status
-// the controller writes, and an Event when events is set, and reads
-// nothing first. Its lateness, as the agents' watch sees it, is what the
-// API server alone allows; a controller cannot do better. The figures are
-// named with prefix.
-func (b *bench) spreadFloor(ctx context.Context, n int, lead time.Duration, nsName func(int) string, prefix string, events bool) (p99 time.Duration, err error) {
-	b.stopManager()
-	obs := newObserver()
-	if err := obs.run(ctx, b.c, "", scaleLabel, "floor"); err != nil {
-		return 0, err
-	}
-	qs := make([]*hitlv1.UserQuestion, n)
-	names, first, err := b.askSpread(ctx, n, b.s.SpreadWindow, lead, func(i int, timeout time.Duration) *hitlv1.UserQuestion {
-		qs[i] = builders.Question(fmt.Sprintf("floor-%d", i), nsName(i)).Agent("bench").Label(hitlv1.AgentLabel, "bench").
-			Label(scaleLabel, "floor").Ask("q", "Proceed?", "yes", "no").Timeout(timeout).Obj()
-		return qs[i]
-	})
-	if err != nil {
-		return 0, err
-	}
-	if behind := time.Since(first); behind > 0 {
-		return 0, fmt.Errorf("the floor's questions were created %s after their first deadline: the lead of %s was too short", behind, lead)
-	}
-	wait, cancel := context.WithTimeout(ctx, time.Until(first.Add(b.s.SpreadWindow))+60*time.Second)
-	defer cancel()
-	errs := make(chan error, n)
-	for _, q := range qs {
-		deadline, _ := q.Deadline()
-		time.AfterFunc(time.Until(deadline), func() { errs <- b.closeWindow(wait, q, events) })
-	}
-	late, early, _, err := lateness(wait, obs, names)
-	if err != nil {
-		return 0, err
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			return 0, fmt.Errorf("the floor's bare client: %w", err)
-		}
-	}
-	b.logSlices(prefix+"a bare client's", late)
-	p50, p99, worst := percentiles(late)
-	label := fmt.Sprintf("%sa bare client's deadline lateness ms, %d spread", prefix, len(late))
-	b.r.set(label+" p50", ms(p50))
-	b.r.set(label+" p99", ms(p99))
-	b.r.set(label+" max", ms(worst))
-	b.r.set(prefix+"early transitions", float64(early))
-	return p99, nil
-}
-
-// closeWindow writes, as a bare client, what the controller writes when
-// the window of q closes now: its Continued status, and an Event when
-// event is set.
-func (b *bench) closeWindow(ctx context.Context, q *hitlv1.UserQuestion, event bool) error {
-	now := time.Now()
-	if err := writeDecided(ctx, b.c, q, now, hitlv1.StateContinued); err != nil {
-		return err
-	}
-	if !event {
-		return nil
-	}
-	return b.c.Create(ctx, continuedEvent(q, now))
 }
 
 // waitForPprof waits until the manager's profiling endpoint listens.

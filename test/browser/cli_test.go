@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/cli"
+	"github.com/hitl-dev/hitl/internal/cli"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/inbox"
+	"github.com/hitl-dev/hitl/internal/inbox"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 

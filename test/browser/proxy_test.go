@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/inbox"
+	"github.com/hitl-dev/hitl/internal/inbox"
 	. "github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
@@ -121,7 +121,7 @@ func (p proxied) firstEvent(user string) map[string]any {
 func TestBehindTheProxyTheInboxActsAsThePerson(t *testing.T) {
 	e := newEnv(t)
 	sa := e.inboxServiceAccount()
-	saClient, err := client.New(sa, client.Options{Scheme: inbox.Scheme()})
+	saClient, err := client.New(sa, client.Options{Scheme: hitlv1.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.g.Expect(saClient.List(e.ctx, &hitlv1.UserQuestionList{}, client.InNamespace(e.ns))).To(
 		MatchError(ContainSubstring("forbidden")), "the inbox's own identity reads no question")

@@ -1,4 +1,4 @@
-// Package browser drives the web inbox (pkg/inbox, as kubectl hitl inbox
+// Package browser drives the web inbox (internal/inbox, as kubectl hitl inbox
 // --web serves it) in real headless Chromium against a real kube-apiserver
 // with hitl's admission policies and a running manager. The person is a
 // user bound to the shipped hitl-answerer role, the agent a ServiceAccount
@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/inbox"
+	"github.com/hitl-dev/hitl/internal/inbox"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
@@ -144,7 +144,7 @@ func (e *env) user(name, file string) (*rest.Config, client.WithWatch) {
 		e.bind(role.Name, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name})
 	}
 	cfg := u.Config()
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: inbox.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: hitlv1.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	return cfg, c
 }
@@ -158,7 +158,7 @@ func (e *env) agentClient() client.Client {
 	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, agentName, time.Hour)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	cfg := &rest.Config{Host: e.k.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.Config.CAData}}
-	c, err := client.New(cfg, client.Options{Scheme: inbox.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: hitlv1.NewScheme()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	return c
 }

@@ -11,11 +11,11 @@ import (
 	. "github.com/onsi/gomega"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/inbox"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/internal/inbox"
 )
 
-// The page's checker and pkg/validation judge the same random batches
+// The page's checker and api/v1alpha1/validation judge the same random batches
 // alike, to the message: the page never sends what the server refuses,
 // nor refuses what it accepts.
 func TestThePagesCheckerIsPkgValidation(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/controlplane"
 )
 
@@ -89,7 +90,7 @@ func startCluster(ctx context.Context, out string, tl *timeline) (*cluster, erro
 	}
 	k.cfg = rest.CopyConfig(cfg)
 	k.cfg.QPS, k.cfg.Burst = 2000, 4000
-	if k.admin, err = client.NewWithWatch(k.cfg, client.Options{Scheme: controlplane.Scheme()}); err != nil {
+	if k.admin, err = client.NewWithWatch(k.cfg, client.Options{Scheme: hitlv1.NewScheme()}); err != nil {
 		k.stop()
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func (k *cluster) client(ctx context.Context, namespace, name string) (client.Wi
 	if err != nil {
 		return nil, err
 	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: controlplane.Scheme()})
+	return client.NewWithWatch(cfg, client.Options{Scheme: hitlv1.NewScheme()})
 }
 
 // apiServerPID finds the running kube-apiserver of this control plane by

@@ -11,9 +11,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/pkg/agent"
 	"github.com/hitl-dev/hitl/pkg/answerer"
-	"github.com/hitl-dev/hitl/pkg/validation"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )

@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/validation"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 )
 
 // configDir is config/ seen from this package's directory, where go test
@@ -51,7 +51,7 @@ const configDir = "../../config"
 const injectCAFrom = "cert-manager.io/inject-ca-from"
 
 // injectCALabel marks the webhook configurations the manager injects the CA
-// of its own certificate into (pkg/manager.InjectCALabel).
+// of its own certificate into (internal/manager.InjectCALabel).
 const injectCALabel = "hitl.dev/inject-ca-from-secret"
 
 // TestEveryKustomizationRendersConsistently renders each kustomization under

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 	"github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/model"
 	"github.com/hitl-dev/hitl/test/testenv"

@@ -10,7 +10,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 )
 
 // Shared is a Cluster (the default install's admission and a manager with

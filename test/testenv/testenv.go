@@ -23,8 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/controlplane"
-	"github.com/hitl-dev/hitl/pkg/manager"
+	"github.com/hitl-dev/hitl/internal/manager"
 )
 
 // Admission is how a test cluster admits questions and replies.
@@ -41,16 +42,16 @@ const (
 type Install = controlplane.Install
 
 // Cluster is a started local control plane with admission and a manager.
-type Cluster = controlplane.Cluster
+type Cluster = manager.Cluster
 
 // Options say how StartCluster sets admission up.
-type Options = controlplane.Options
+type Options = manager.Options
 
 // Root is the repository's top directory.
 func Root() string { return controlplane.Root() }
 
 // Scheme knows the built-in kinds and hitl's.
-func Scheme() *k8sruntime.Scheme { return controlplane.Scheme() }
+func Scheme() *k8sruntime.Scheme { return hitlv1.NewScheme() }
 
 // New returns an environment that installs hitl's CRDs.
 func New() *envtest.Environment { return controlplane.New() }
@@ -85,12 +86,12 @@ func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
 // RunManager starts a manager against a started env and returns a function
 // that stops it.
 func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
-	return controlplane.RunManager(env, cfg, c)
+	return manager.RunManager(env, cfg, c)
 }
 
 // StartCluster starts a Cluster whose manager runs with c.
 func StartCluster(c manager.Config, o Options) (*Cluster, error) {
-	return controlplane.StartCluster(c, o)
+	return manager.StartCluster(c, o)
 }
 
 // ParseAdmission reads the name String gives a mode.

@@ -14,13 +14,12 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/pkg/agent"
-	"github.com/hitl-dev/hitl/pkg/validation"
 )
 
 func main() {
@@ -44,11 +43,7 @@ func main() {
 }
 
 func run(ctx context.Context, namespace, name, question, text, options string, timeout time.Duration, admit bool) error {
-	scheme := runtime.NewScheme()
-	if err := hitlv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.NewWithWatch(ctrl.GetConfigOrDie(), client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(ctrl.GetConfigOrDie(), client.Options{Scheme: hitlv1.NewScheme()})
 	if err != nil {
 		return err
 	}

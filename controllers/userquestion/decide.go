@@ -1,0 +1,351 @@
+package userquestion
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+)
+
+// Inputs is everything the next status of a question depends on.
+type Inputs struct {
+	// Question is the question as last read.
+	Question *hitlv1.UserQuestion
+	// Replies are the replies naming the question, in creation order.
+	Replies []hitlv1.QuestionReply
+	// Claims are the question's claim Leases, with the liveness the
+	// controller observed.
+	Claims []Claim
+	// HeldUntil is the latest time a claim, now gone or expired, was known
+	// to hold the window open.
+	HeldUntil time.Time
+	// Now is the current time.
+	Now time.Time
+	// Refused are the new replies that may not touch the question, by name:
+	// their author may not answer its agent (FORBIDDEN), or they name
+	// another agent (AGENT_MISMATCH). Reconcile asks the API server's
+	// authorizer; Decide rejects them before anything else.
+	Refused map[string]Refusal
+}
+
+// Refusal is why a reply may not touch its question: its code and message.
+type Refusal struct {
+	Code    hitlv1.ErrorCode
+	Message string
+}
+
+// Claim is a claim Lease as the controller judges it.
+type Claim struct {
+	// Lease is the Lease's name and Holder its holderIdentity.
+	Lease, Holder string
+	// ExpiresAt is when the controller last observed a renewal, plus the
+	// lease duration.
+	ExpiresAt time.Time
+}
+
+// ReplyChange is a new outcome for a reply.
+type ReplyChange struct {
+	Name    string
+	Outcome hitlv1.ReplyOutcome
+	Reason  hitlv1.ErrorCode
+	Message string
+}
+
+// Decision is what Reconcile writes.
+type Decision struct {
+	// Status is the question's next status.
+	Status hitlv1.UserQuestionStatus
+	// Transition is the state the question moved to, or "" when it stayed.
+	Transition hitlv1.QuestionState
+	// Replies are the replies whose outcome changes.
+	Replies []ReplyChange
+	// RequeueAfter is when the question needs another look (a deadline, a
+	// claim's expiry, the TTL); zero when nothing is scheduled.
+	RequeueAfter time.Duration
+	// Expired is true when the question's TTL after finishing has passed.
+	Expired bool
+}
+
+// Decide computes a question's next status and its replies' outcomes. It is
+// a pure function of its inputs: Reconcile gathers them and applies the
+// decision with one write guarded by the question's resourceVersion, so a
+// decision made on stale inputs is refused rather than applied.
+func Decide(in Inputs) Decision {
+	q := in.Question
+	d := decider{in: in, st: *q.Status.DeepCopy()}
+	d.prepare()
+
+	if !d.st.State.Terminal() {
+		switch {
+		case q.Spec.Cancelled:
+			d.cancel()
+		case d.st.State == hitlv1.StateContinued && d.admissible():
+			d.settle(d.st.QueuedReply.Name, d.st.QueuedReply.Answers, d.st.QueuedReply.AnsweredBy, true)
+		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply.Name):
+			d.st.QueuedReply = nil
+		}
+	}
+	for i := range in.Replies {
+		d.reply(&in.Replies[i])
+	}
+	if d.st.State == hitlv1.StateOpen && d.windowClosed() {
+		d.continueAt(in.Now)
+	}
+	if d.st.State.Terminal() {
+		// Claims on a finished question hold nothing, and nobody would
+		// look again to drop them when they expire.
+		d.live = nil
+		d.listClaims()
+	}
+	d.schedule()
+
+	out := Decision{Status: d.st, Replies: d.changes, RequeueAfter: d.requeue, Expired: d.expired}
+	prev := q.Status.State
+	if prev == "" {
+		prev = hitlv1.StateOpen
+	}
+	if d.st.State != prev {
+		out.Transition = d.st.State
+	}
+	setQuestionConditions(&out.Status, q.Generation, in.Now)
+	return out
+}
+
+type decider struct {
+	in      Inputs
+	st      hitlv1.UserQuestionStatus
+	live    []Claim
+	changes []ReplyChange
+	requeue time.Duration
+	expired bool
+}
+
+// prepare fills what every status carries: the state of a new question, its
+// deadline (computed once), its question count, and its live claims.
+func (d *decider) prepare() {
+	q := d.in.Question
+	d.st.State = d.st.State.OrOpen()
+	d.st.QuestionCount = int32(len(q.Spec.Questions))
+	d.st.ObservedGeneration = q.Generation
+	if deadline, timed := q.Deadline(); timed && d.st.Deadline == nil {
+		d.st.Deadline = ptr.To(metav1.NewMicroTime(deadline))
+	}
+	for _, c := range d.in.Claims {
+		if c.ExpiresAt.After(d.in.Now) {
+			d.live = append(d.live, c)
+		}
+	}
+	sort.Slice(d.live, func(i, j int) bool { return d.live[i].Lease < d.live[j].Lease })
+	d.listClaims()
+}
+
+// listClaims writes the live claims into the status: the first
+// MaxListedClaims by Lease name, and how many there are. Listing them all
+// would make every status write fail the schema once there are more.
+func (d *decider) listClaims() {
+	d.st.Claims = nil
+	d.st.ClaimCount = int32(len(d.live))
+	for _, c := range d.live[:min(len(d.live), hitlv1.MaxListedClaims)] {
+		d.st.Claims = append(d.st.Claims, hitlv1.ClaimHolder{Lease: c.Lease, Holder: c.Holder})
+	}
+}
+
+func (d *decider) timed() bool { return d.st.Deadline != nil }
+
+// windowClosed reports whether a timed question's foreground window is over:
+// its deadline has passed and no live claim holds it.
+func (d *decider) windowClosed() bool {
+	return d.timed() && !d.in.Now.Before(d.st.Deadline.Time) && len(d.live) == 0
+}
+
+// inWindow reports whether a reply created at t arrived inside the window:
+// before the deadline, or while a claim held the window. Creation times are
+// whole seconds, so a reply in the deadline's second counts as in time.
+func (d *decider) inWindow(t time.Time) bool {
+	if !d.timed() || len(d.live) > 0 {
+		return true
+	}
+	return t.Before(d.st.Deadline.Time) || t.Before(d.in.HeldUntil)
+}
+
+func (d *decider) admissible() bool {
+	admitted := d.in.Question.Spec.AdmittedReply
+	return admitted != "" && d.st.QueuedReply != nil && d.st.QueuedReply.Name == admitted
+}
+
+// withdrawn reports whether the named reply is gone or being deleted.
+func (d *decider) withdrawn(name string) bool {
+	for i := range d.in.Replies {
+		if r := &d.in.Replies[i]; r.Name == name {
+			return r.DeletionTimestamp != nil
+		}
+	}
+	return true
+}
+
+func (d *decider) cancel() {
+	d.st.State = hitlv1.StateCancelled
+	d.st.QueuedReply = nil
+}
+
+func (d *decider) continueAt(t time.Time) {
+	d.st.State = hitlv1.StateContinued
+	d.st.ContinuedAt = ptr.To(metav1.NewMicroTime(t))
+}
+
+func (d *decider) settle(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
+	d.st.State = hitlv1.StateSettled
+	d.st.Answers = answers
+	d.st.QueuedReply = nil
+	d.st.Settlement = &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
+}
+
+// reply gives one reply its outcome, applying it to the question when it is
+// new. Outcomes the status already implies (the settling or queued reply)
+// are restored, so a crash between the question's write and the reply's
+// changes nothing.
+func (d *decider) reply(r *hitlv1.QuestionReply) {
+	q := d.in.Question
+	if s := d.st.Settlement; s != nil && s.Reply == r.Name {
+		if s.Late {
+			d.outcome(r, hitlv1.OutcomeAdmitted, "", fmt.Sprintf("admitted by the agent; settled question %s late", q.Name))
+		} else {
+			d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
+		}
+		return
+	}
+	if qr := d.st.QueuedReply; qr != nil && qr.Name == r.Name {
+		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
+		return
+	}
+	switch r.Status.Outcome {
+	case hitlv1.OutcomeQueued:
+		// Queued once, no longer: the question was cancelled while it waited.
+		if d.st.State.Terminal() {
+			d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s was %s while the reply was queued (spec.questionRef.name)", q.Name, d.st.State))
+		}
+		return
+	case "":
+	default:
+		return
+	}
+	if r.DeletionTimestamp != nil {
+		return
+	}
+	if why, refused := d.in.Refused[r.Name]; refused {
+		d.reject(r, why.Code, why.Message)
+		return
+	}
+
+	if d.st.State == hitlv1.StateOpen && !d.inWindow(r.CreationTimestamp.Time) {
+		// The window closed before this reply arrived: the question was
+		// Continued at that moment, whether or not it was written yet.
+		d.continueAt(d.in.Now)
+	}
+	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &d.st); code != "" {
+		d.reject(r, code, why+" (spec.questionRef.name)")
+		return
+	}
+	switch d.st.State {
+	case hitlv1.StateContinued:
+		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
+			return
+		}
+		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewMicroTime(d.in.Now)}
+		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
+	case hitlv1.StateOpen:
+		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
+			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
+			return
+		}
+		d.settle(r.Name, r.Spec.Answers, r.Spec.AnsweredBy, false)
+		d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
+	}
+}
+
+func (d *decider) reject(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, message string) {
+	if !strings.HasPrefix(message, string(code)+": ") {
+		message = string(code) + ": " + message
+	}
+	d.outcome(r, hitlv1.OutcomeRejected, code, message)
+}
+
+func (d *decider) outcome(r *hitlv1.QuestionReply, outcome hitlv1.ReplyOutcome, reason hitlv1.ErrorCode, message string) {
+	if r.DeletionTimestamp != nil {
+		return
+	}
+	message = hitlv1.TruncateMessage(message)
+	if r.Status.Outcome == outcome && r.Status.Reason == reason && r.Status.Message == message {
+		return
+	}
+	d.changes = append(d.changes, ReplyChange{Name: r.Name, Outcome: outcome, Reason: reason, Message: message})
+}
+
+// expiryRecheck is how soon a question whose TTL has already passed is
+// looked at again once its settlement is written; the status write's own
+// watch event usually brings it back sooner.
+const expiryRecheck = time.Second
+
+// schedule sets when the question needs another look: at its deadline, when
+// its first live claim expires, or when its TTL after finishing ends.
+func (d *decider) schedule() {
+	now := d.in.Now
+	var next time.Time
+	earliest := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	switch {
+	case d.st.State.Terminal():
+		if ttl := d.in.Question.Spec.TTLSecondsAfterFinished; ttl != nil {
+			expiry := finishedAt(&d.st, now).Add(time.Duration(*ttl) * time.Second)
+			if now.Before(expiry) {
+				earliest(expiry)
+				break
+			}
+			// The settlement (the status and every reply's outcome) is
+			// written, and read back, before anything is deleted: a
+			// question that finishes in this decision, or whose replies
+			// still need their outcome, expires on the next look.
+			if d.in.Question.Status.State.Terminal() && len(d.changes) == 0 {
+				d.expired = true
+			} else {
+				d.requeue = expiryRecheck
+			}
+		}
+	default:
+		// Claims are looked at again when they expire, to keep
+		// status.claims true and to close a held window.
+		for _, c := range d.live {
+			earliest(c.ExpiresAt)
+		}
+		if d.st.State == hitlv1.StateOpen && d.timed() {
+			earliest(d.st.Deadline.Time)
+		}
+	}
+	if !next.IsZero() && d.requeue == 0 {
+		d.requeue = next.Sub(now)
+	}
+}
+
+// finishedAt is when a terminal question finished: its settlement time, or
+// when its Stalled condition became True (cancellation). Ready is no help:
+// it was False before the cancellation too.
+func finishedAt(st *hitlv1.UserQuestionStatus, now time.Time) time.Time {
+	if st.Settlement != nil {
+		return st.Settlement.At.Time
+	}
+	if c := meta.FindStatusCondition(st.Conditions, hitlv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	return now
+}

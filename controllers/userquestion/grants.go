@@ -1,0 +1,57 @@
+package userquestion
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// grantTTL is how long the controller reuses an authorizer's "allowed" for
+// an author answering an agent. A revoked grant stops letting new replies
+// through within it; a new grant takes effect at once, as refusals are not
+// kept.
+const grantTTL = 5 * time.Second
+
+// maxGrants bounds the cache; past it, the cache starts afresh.
+const maxGrants = 10000
+
+// grantCache remembers, for a short while, which authors the API server's
+// authorizer let answer which agents, so that a person answering one
+// question after another costs one SubjectAccessReview every grantTTL
+// instead of one per reply.
+type grantCache struct {
+	mu      sync.Mutex
+	expires map[string]time.Time
+}
+
+func newGrantCache() *grantCache { return &grantCache{expires: map[string]time.Time{}} }
+
+// grantKey names an author (all of its stamped identity) answering agent in
+// namespace.
+func grantKey(by *hitlv1.UserInfo, namespace, agent string) string {
+	return strings.Join(append([]string{by.Username, by.UID, namespace, agent}, by.Groups...), "\x00")
+}
+
+// allowed reports whether key was allowed less than grantTTL before now.
+func (c *grantCache) allowed(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.expires[key]
+	if ok && !now.Before(exp) {
+		delete(c.expires, key)
+		return false
+	}
+	return ok
+}
+
+// allow records that key was allowed at now.
+func (c *grantCache) allow(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.expires) >= maxGrants {
+		c.expires = map[string]time.Time{}
+	}
+	c.expires[key] = now.Add(grantTTL)
+}

@@ -1,0 +1,110 @@
+package userquestion
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/internal/access"
+)
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies,verbs=patch
+
+// refusals checks, for every reply that has no outcome yet, what admission
+// may not have been able to: that the reply names its question's agent when
+// it names one, and that its stamped author may answer that agent (RBAC
+// verb "answer" on agents.hitl.dev/<agent>, asked of the API server's
+// authorizer). A reply admitted while the policies were missing, or that
+// did not name its agent, is refused here before it can settle or queue.
+func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) (map[string]Refusal, error) {
+	var refused map[string]Refusal
+	decided := map[string]bool{}
+	refuse := func(name string, code hitlv1.ErrorCode, message string) {
+		if refused == nil {
+			refused = map[string]Refusal{}
+		}
+		refused[name] = Refusal{Code: code, Message: message}
+	}
+	for i := range replies {
+		reply := &replies[i]
+		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || implied(q, reply.Name) {
+			continue
+		}
+		if label, set := reply.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
+			refuse(reply.Name, hitlv1.CodeAgentMismatch, fmt.Sprintf("%s: label %s=%q (metadata.labels) names another agent than question %s's %q",
+				hitlv1.CodeAgentMismatch, hitlv1.AgentLabel, label, q.Name, q.Spec.Agent))
+			continue
+		}
+		by := reply.Spec.AnsweredBy
+		if by == nil || by.Username == "" {
+			refuse(reply.Name, hitlv1.CodeForbidden, fmt.Sprintf("%s: reply %s carries no authenticated author (spec.answeredBy): hitl's admission policies, or its webhook in webhook mode, stamp it",
+				hitlv1.CodeForbidden, reply.Name))
+			continue
+		}
+		// One review per author: a burst of replies from one user (or a
+		// flood) to one question costs one call, and a person answering
+		// question after question one call every grantTTL.
+		key := grantKey(by, q.Namespace, q.Spec.Agent)
+		allowed, known := decided[key]
+		if !known && r.grants.allowed(key, r.Clock.Now()) {
+			allowed, known = true, true
+		}
+		if !known {
+			var err error
+			if allowed, _, err = access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent); err != nil {
+				return nil, err
+			}
+			decided[key] = allowed
+			if allowed {
+				r.grants.allow(key, r.Clock.Now())
+			}
+		}
+		if !allowed {
+			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent).Error())
+		}
+	}
+	return refused, nil
+}
+
+// implied reports whether the question's status already names the reply
+// (its settlement or its queued reply): it was checked when it got there.
+func implied(q *hitlv1.UserQuestion, reply string) bool {
+	st := &q.Status
+	return (st.Settlement != nil && st.Settlement.Reply == reply) || (st.QueuedReply != nil && st.QueuedReply.Name == reply)
+}
+
+// adopt gives the replies of q that lack them the labels that let answerers
+// and agents select them (hitl.dev/agent, hitl.dev/question) and an owner
+// reference to q, so that they go with it. Admission sets what one reply
+// tells about itself; kubectl hitl and the answerer SDK set the rest; a
+// reply applied by hand or from Git gets it here. A reply that names
+// another agent keeps its label: it is rejected with AGENT_MISMATCH.
+func (r *Reconciler) adopt(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) error {
+	for i := range replies {
+		reply := &replies[i]
+		if reply.DeletionTimestamp != nil {
+			continue
+		}
+		_, agentSet := reply.Labels[hitlv1.AgentLabel]
+		questionSet := reply.Labels[hitlv1.QuestionLabel] == q.Name
+		if agentSet && questionSet && reply.OwnedBy(q) {
+			continue
+		}
+		next := reply.DeepCopy()
+		next.Adopt(q)
+		if next.Labels == nil {
+			next.Labels = map[string]string{}
+		}
+		if !agentSet {
+			next.Labels[hitlv1.AgentLabel] = q.Spec.Agent
+		}
+		next.Labels[hitlv1.QuestionLabel] = q.Name
+		if err := client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(reply))); err != nil {
+			return fmt.Errorf("labelling reply %s: %w", reply.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package admission
+
+import (
+	"context"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/mutate-hitl-dev-v1alpha1-userquestion,mutating=true,failurePolicy=fail,sideEffects=None,groups=hitl.dev,resources=userquestions,verbs=create;update,versions=v1alpha1,name=muserquestion.hitl.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// QuestionWebhook defaults UserQuestions in webhook mode, as the
+// question-agent-label admission policy does in the default install. Who may
+// ask, a conflicting label and the largest timeout are checked by the
+// validating admission policies in both modes.
+type QuestionWebhook struct {
+	// Clock stamps spec.askedAt; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// SetupWithManager registers the defaulting webhook.
+func (w *QuestionWebhook) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &hitlv1.UserQuestion{}).WithDefaulter(w).Complete()
+}
+
+// Default sets the hitl.dev/agent label from spec.agent when it is missing
+// (a conflicting label is left for the validating policy to refuse), and, on
+// creation, stamps spec.askedAt with the time it saw the request when the
+// client did not record one: a window measured from the whole-second
+// creationTimestamp alone could close up to a second early.
+func (w *QuestionWebhook) Default(ctx context.Context, q *hitlv1.UserQuestion) error {
+	if _, set := q.Labels[hitlv1.AgentLabel]; !set && q.Spec.Agent != "" {
+		if q.Labels == nil {
+			q.Labels = map[string]string{}
+		}
+		q.Labels[hitlv1.AgentLabel] = q.Spec.Agent
+	}
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create && q.Spec.AskedAt == nil {
+		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(w.now()))
+	}
+	return nil
+}
+
+func (w *QuestionWebhook) now() time.Time {
+	if w.Clock == nil {
+		return time.Now()
+	}
+	return w.Clock.Now()
+}

@@ -1,0 +1,334 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/pkg/answerer"
+)
+
+// replyOptions are shared by answer, approve and deny: where the reply goes
+// and whether it is sent or printed for a GitOps repository.
+type replyOptions struct {
+	*common
+	target    string // the question's name
+	replyName string
+	dryRun    string
+	output    *outputFlags
+}
+
+func (o *replyOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.replyName, "name", "", "name of the QuestionReply (default: generated)")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", `"client" prints the reply manifest instead of creating it (for a GitOps repository)`)
+	o.output = newOutputFlags("the outcome (yaml with --dry-run=client)", false)
+	o.output.addFlags(cmd)
+	cmd.ValidArgsFunction = o.completeQuestions((*hitlv1.UserQuestion).Answerable)
+}
+
+func (o *replyOptions) validate() error {
+	if o.dryRun != "none" && o.dryRun != "client" {
+		return fmt.Errorf(`--dry-run must be "none" or "client", not %q`, o.dryRun)
+	}
+	return o.output.validate()
+}
+
+// submit checks the batch against the question, then prints the reply
+// manifest (--dry-run=client) or creates it and reports its outcome.
+func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) error {
+	if err := validation.ValidateAnswers(q.Spec.Questions, answers); err != nil {
+		return err
+	}
+	reply := &hitlv1.QuestionReply{
+		ObjectMeta: metav1.ObjectMeta{Name: o.replyName, Namespace: q.Namespace,
+			Labels: map[string]string{hitlv1.AgentLabel: q.Spec.Agent, hitlv1.QuestionLabel: q.Name}},
+		Spec: hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: q.Name}, Answers: answers},
+	}
+	if o.dryRun == "client" {
+		if reply.Name == "" {
+			// A manifest committed to Git needs a fixed name.
+			reply.Name = q.Name + "-" + utilrand.String(5)
+		}
+		if o.output.isHuman() {
+			*o.output.print.OutputFormat = "yaml"
+		}
+		return o.output.printObject(o.streams.Out, reply)
+	}
+	if reply.Name == "" {
+		reply.GenerateName = q.Name + "-"
+	}
+	out, err := answerer.New(o.client, q.Namespace, "", q.Spec.Agent).Create(ctx, reply)
+	if err != nil {
+		return err
+	}
+	if o.output.isHuman() {
+		return reportOutcome(o.common, out)
+	}
+	// The created reply, as the API server has it now, goes to stdout in
+	// the -o format; the outcome goes to stderr.
+	if err := reportOutcomeTo(o.streams.ErrOut, out); err != nil {
+		return err
+	}
+	created := &hitlv1.QuestionReply{}
+	if err := o.client.Get(ctx, types.NamespacedName{Namespace: q.Namespace, Name: out.Reply}, created); err != nil {
+		return fmt.Errorf("reading reply %s: %w", out.Reply, err)
+	}
+	return o.output.printObject(o.streams.Out, created)
+}
+
+func reportOutcome(c *common, out answerer.Outcome) error { return reportOutcomeTo(c.streams.Out, out) }
+
+// reportOutcomeTo writes a reply's outcome to w; a rejection is an
+// ExitRejected error instead.
+func reportOutcomeTo(w io.Writer, out answerer.Outcome) error {
+	if err := out.Err(); err != nil {
+		return &ExitError{Code: ExitRejected, Err: fmt.Errorf("reply %s was rejected: %w", out.Reply, err)}
+	}
+	fmt.Fprintf(w, "reply %s: %s — %s\n", out.Reply, out.Outcome, out.Message)
+	return nil
+}
+
+type answerOptions struct {
+	replyOptions
+	selects []string
+	customs []string
+	skips   []string
+}
+
+func newAnswerCommand(c *common) *cobra.Command {
+	o := &answerOptions{replyOptions: replyOptions{common: c}}
+	cmd := &cobra.Command{
+		Use:   "answer NAME",
+		Short: "Answer a question, by flags or, without them, by interactive prompts",
+		Long: `Answer a question. Questions not named by a flag are skipped (a batch may
+skip some questions, not all). Without flags, each question is prompted for.`,
+		Example: `  kubectl hitl answer deploy-target --select env=staging --custom notes="ship it"
+  kubectl hitl answer lunch-order --select food=pizza,salad
+  kubectl hitl answer deploy-target --select env=prod --skip notes --dry-run=client -o yaml > reply.yaml
+  kubectl hitl answer deploy-target          # interactive`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.target = args[0]
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.selects, "select", nil, "id=label[,label]: select options of question id (repeatable; a label holding a comma is taken whole)")
+	cmd.Flags().StringArrayVar(&o.customs, "custom", nil, "id=text: free-text answer to question id (repeatable)")
+	cmd.Flags().StringArrayVar(&o.skips, "skip", nil, "id: skip question id (repeatable)")
+	o.addFlags(cmd)
+	return cmd
+}
+
+func (o *answerOptions) Complete() error { return o.complete() }
+func (o *answerOptions) Validate() error { return o.validate() }
+
+func (o *answerOptions) Run(ctx context.Context) error {
+	q, err := o.question(ctx, o.target)
+	if err != nil {
+		return err
+	}
+	var answers []hitlv1.AnswerItem
+	if len(o.selects)+len(o.customs)+len(o.skips) == 0 {
+		printCard(o.streams.ErrOut, q, nowFunc())
+		answers, err = promptBatch(bufio.NewReader(o.streams.In), o.streams.ErrOut, q)
+	} else {
+		answers, err = batchFromFlags(q, o.selects, o.customs, o.skips)
+	}
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, q, answers)
+}
+
+// batchFromFlags builds a batch with one item per question of the ask;
+// questions no flag names are skipped. The value of --select id=V is one
+// label when V is exactly a label of question id (labels may hold commas),
+// and otherwise a comma-separated list of labels; repeated --select flags
+// for one question add up. A flag naming a question the ask does not have,
+// a question both skipped and answered, or custom text given twice for one
+// question is BAD_ANSWER naming that question, rather than read one way or
+// the other.
+func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([]hitlv1.AnswerItem, error) {
+	items := map[string]*hitlv1.AnswerItem{}
+	asked := map[string]*hitlv1.Question{}
+	for i := range q.Spec.Questions {
+		asked[q.Spec.Questions[i].ID] = &q.Spec.Questions[i]
+	}
+	badAnswer := func(id, format string, args ...any) error {
+		return &validation.Error{Code: hitlv1.CodeBadAnswer, QuestionID: id, Rule: fmt.Sprintf(format, args...)}
+	}
+	item := func(id string) (*hitlv1.AnswerItem, error) {
+		if asked[id] == nil {
+			return nil, badAnswer(id, "not a question of %s", q.Name)
+		}
+		if items[id] == nil {
+			items[id] = &hitlv1.AnswerItem{ID: id}
+		}
+		return items[id], nil
+	}
+	for _, s := range selects {
+		id, value, ok := strings.Cut(s, "=")
+		if !ok || value == "" {
+			return nil, fmt.Errorf("--select %q: want id=label[,label]", s)
+		}
+		it, err := item(id)
+		if err != nil {
+			return nil, err
+		}
+		if hasOption(asked[id], value) {
+			it.Selected = append(it.Selected, value)
+		} else {
+			it.Selected = append(it.Selected, strings.Split(value, ",")...)
+		}
+	}
+	texts := map[string]bool{}
+	for _, s := range customs {
+		id, text, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("--custom %q: want id=text", s)
+		}
+		it, err := item(id)
+		if err != nil {
+			return nil, err
+		}
+		if texts[id] {
+			return nil, badAnswer(id, "--custom is given more than once")
+		}
+		texts[id] = true
+		it.Custom = text
+	}
+	for _, id := range skips {
+		it, err := item(id)
+		if err != nil {
+			return nil, err
+		}
+		if len(it.Selected) > 0 || texts[id] {
+			return nil, badAnswer(id, "--skip contradicts --select or --custom for the same question")
+		}
+	}
+	answers := make([]hitlv1.AnswerItem, 0, len(q.Spec.Questions))
+	for _, question := range q.Spec.Questions {
+		if it := items[question.ID]; it != nil {
+			answers = append(answers, *it)
+		} else {
+			answers = append(answers, hitlv1.AnswerItem{ID: question.ID})
+		}
+	}
+	return answers, nil
+}
+
+// hasOption reports whether label is one of q's option labels.
+func hasOption(q *hitlv1.Question, label string) bool {
+	for _, o := range q.Options {
+		if o.Label == label {
+			return true
+		}
+	}
+	return false
+}
+
+type decideOptions struct {
+	replyOptions
+	approve bool
+	always  bool
+	option  string
+}
+
+// newDecideCommand is `approve` (approve=true) or `deny`.
+func newDecideCommand(c *common, approve bool) *cobra.Command {
+	o := &decideOptions{replyOptions: replyOptions{common: c}, approve: approve}
+	use, short := "deny NAME", "Decline a PlanReview or reject an Approval question"
+	if approve {
+		use, short = "approve NAME", "Approve a PlanReview or Approval question"
+	}
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Example: "  kubectl hitl " + strings.Fields(use)[0] + " migration-plan",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.target = args[0]
+			return run(cmd.Context(), o)
+		},
+	}
+	if approve {
+		cmd.Flags().BoolVar(&o.always, "always", false, "choose an Approval's always label instead of its approve label")
+	} else {
+		cmd.Flags().StringVar(&o.option, "option", "", "the declining option of a PlanReview with several (default: the first that does not approve)")
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func (o *decideOptions) Complete() error { return o.complete() }
+func (o *decideOptions) Validate() error { return o.validate() }
+
+func (o *decideOptions) Run(ctx context.Context) error {
+	q, err := o.question(ctx, o.target)
+	if err != nil {
+		return err
+	}
+	answers, err := decision(q, o.approve, o.always, o.option)
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, q, answers)
+}
+
+// decision answers the question that carries a PlanReview or Approval
+// intent with its approving or declining label, and skips the others.
+func decision(q *hitlv1.UserQuestion, approve, always bool, option string) ([]hitlv1.AnswerItem, error) {
+	var answers []hitlv1.AnswerItem
+	found := false
+	for _, question := range q.Spec.Questions {
+		item := hitlv1.AnswerItem{ID: question.ID}
+		if in := question.Intent; in != nil && !found {
+			label, err := decisionLabel(&question, approve, always, option)
+			if err != nil {
+				return nil, err
+			}
+			item.Selected, found = []string{label}, true
+		}
+		answers = append(answers, item)
+	}
+	if !found {
+		return nil, fmt.Errorf("question %s has no PlanReview or Approval intent: use `kubectl hitl answer`", q.Name)
+	}
+	return answers, nil
+}
+
+func decisionLabel(q *hitlv1.Question, approve, always bool, option string) (string, error) {
+	in := q.Intent
+	switch {
+	case in.Approval != nil && approve && always:
+		if in.Approval.Always == "" {
+			return "", fmt.Errorf("question %s offers no always label", q.ID)
+		}
+		return in.Approval.Always, nil
+	case in.Approval != nil && approve:
+		return in.Approval.Approve, nil
+	case in.Approval != nil:
+		return in.Approval.Reject, nil
+	case in.PlanReview != nil && approve:
+		return in.PlanReview.Approve, nil
+	case in.PlanReview != nil && option != "":
+		return option, nil
+	case in.PlanReview != nil:
+		for _, o := range q.Options {
+			if o.Label != in.PlanReview.Approve {
+				return o.Label, nil
+			}
+		}
+		return "", fmt.Errorf("question %s has no declining option", q.ID)
+	}
+	return "", fmt.Errorf("question %s has an intent without settings", q.ID)
+}

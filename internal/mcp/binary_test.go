@@ -1,0 +1,222 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	hitlmcp "github.com/hitl-dev/hitl/internal/mcp"
+	"github.com/hitl-dev/hitl/test/testenv"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
+
+// binary builds cmd/kubectl-hitl and cmd/hitl-mcp, the real binaries, once
+// per run, and returns the path of name.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "hitl-mcp-bin-"); binErr != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/kubectl-hitl", "./cmd/hitl-mcp")
+		build.Dir = testenv.Root()
+		if out, err := build.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("building the binaries: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+func plugin(t *testing.T) string { return binary(t, "kubectl-hitl") }
+
+// output collects a process's output, which the test reads while the
+// process still writes.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// writeKubeconfig writes data to a file of the test's and returns its path.
+func (e *env) writeKubeconfig(data []byte) string {
+	e.t.Helper()
+	path := filepath.Join(e.t.TempDir(), "kubeconfig")
+	e.g.Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
+	return path
+}
+
+func (e *env) adminKubeconfig() string {
+	e.t.Helper()
+	u, err := e.k.Env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	data, err := u.KubeConfig()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	return e.writeKubeconfig(data)
+}
+
+// stdio starts `kubectl-hitl mcp args...` and connects the SDK's client to
+// it over its stdin and stdout.
+func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *output) {
+	e.t.Helper()
+	cmd := exec.Command(plugin(e.t), append([]string{"mcp"}, args...)...)
+	stderr := &output{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "v0"}, nil).Connect(e.ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	e.t.Cleanup(func() { _ = cs.Close() })
+	return cs, cmd, stderr
+}
+
+func TestStdioBinary(t *testing.T) {
+	e := newEnv(t)
+	kubeconfig := e.adminKubeconfig()
+	cs, _, stderr := e.stdio("-n", e.ns, "--agent", "desk-bot", "--kubeconfig", kubeconfig)
+
+	tools, err := cs.ListTools(e.ctx, nil)
+	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	e.g.Expect(names).To(ConsistOf("ask_user_question", "list_questions", "get_queued_replies", "admit_reply", "cancel_question"))
+
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("5m")})
+	q := e.asked("desk-bot")
+	e.g.Expect(q.Spec.Agent).To(Equal("desk-bot"))
+	e.answer(q.Name, "r1", "prod")
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred(), "stderr: %s", stderr)
+	res := structured[hitlmcp.AskResult](e.g, got.res)
+	e.g.Expect(res.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}))
+	e.g.Expect(stderr.String()).To(ContainSubstring("as agent desk-bot in namespace " + e.ns))
+}
+
+func TestStdioBinaryInterrupted(t *testing.T) {
+	e := newEnv(t)
+	cs, cmd, stderr := e.stdio("-n", e.ns, "--agent", "desk-bot", "--kubeconfig", e.adminKubeconfig())
+	call := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("desk-bot")
+
+	// SIGINT: the waiting ask cancels its question, and the server exits.
+	e.g.Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateCancelled))
+	// The process exits: its stdout closes, and with it the session.
+	exited := make(chan error, 1)
+	go func() { exited <- cs.Wait() }()
+	e.g.Eventually(exited, 15*time.Second).Should(Receive(), "stderr: %s", stderr)
+	e.g.Eventually(call).Should(Receive())
+}
+
+func TestStdioBinaryServiceAccount(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("helper")
+	token, _, err := testenv.RequestToken(e.ctx, e.admin, e.ns, "helper", time.Hour)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	data, err := testenv.TokenKubeconfig(e.k.Config, "helper", token, "")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := e.writeKubeconfig(data)
+
+	// Without --agent and -n: the ServiceAccount, in its namespace.
+	cs, _, stderr := e.stdio("--kubeconfig", kubeconfig)
+	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "ask_user_question", whereArgs("1s")))
+	e.g.Expect(res.Pending).To(BeTrue())
+	e.g.Expect(e.asked("helper").Spec.Agent).To(Equal("helper"))
+	e.g.Expect(stderr.String()).To(ContainSubstring("as agent helper in namespace " + e.ns))
+}
+
+func TestStdioBinaryNeedsAgent(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, plugin(t), "mcp", "-n", e.ns, "--kubeconfig", e.adminKubeconfig())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	e.g.Expect(err).To(HaveOccurred())
+	e.g.Expect(stderr.String()).To(ContainSubstring("--agent is required"))
+	e.g.Expect(stderr.String()).To(ContainSubstring("not as a ServiceAccount"))
+	e.g.Expect(stdout.String()).To(BeEmpty(), "nothing but MCP on stdout")
+}
+
+// TestHTTPBinary runs cmd/hitl-mcp and asks through it with a
+// ServiceAccount's hitl-mcp token.
+func TestHTTPBinary(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("http-bot")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	e.g.Expect(l.Close()).To(Succeed())
+
+	cmd := exec.Command(binary(t, "hitl-mcp"), "--bind-address", addr, "--kubeconfig", e.adminKubeconfig())
+	stderr := &output{}
+	cmd.Stderr = stderr
+	e.g.Expect(cmd.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	e.g.Eventually(func() int {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}).Should(Equal(http.StatusOK), func() string { return stderr.String() })
+
+	resp, err := http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader("{}"))
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	e.g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "no token")
+
+	cs := e.httpSession("http://"+addr+"/mcp", e.mcpToken("http-bot"))
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("http-bot")
+	e.answer(q.Name, "r1", "staging")
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred())
+	e.g.Expect(structured[hitlmcp.AskResult](e.g, got.res).Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"staging"}}}))
+}
