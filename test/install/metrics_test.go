@@ -187,14 +187,14 @@ func checkDashboard(t *testing.T, scraped string) {
 		t.Fatalf("grafana-dashboard.json: %v", err)
 	}
 	// A metric with labels appears in a scrape only once it has a series,
-	// so the metrics declared in controllers/ count as exposed too.
+	// so the metrics declared under controllers/ count as exposed too.
 	exposed := map[string]bool{}
 	for _, line := range strings.Split(scraped, "\n") {
 		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
 			exposed[strings.Fields(name)[0]] = true
 		}
 	}
-	sources, err := filepath.Glob(filepath.Join(testenv.Root(), "controllers", "*.go"))
+	sources, err := filepath.Glob(filepath.Join(testenv.Root(), "controllers", "*", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
