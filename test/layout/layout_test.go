@@ -30,7 +30,7 @@ var layers = [][]string{
 	{"internal/cli"},
 	// The manager's wiring is the one package of internal/ that imports
 	// controllers/.
-	{"internal/manager"},
+	{"internal/manager"}, // and internal/manager/local, which runs it in process
 	{"cmd/", "hack/", "test/"},
 }
 
@@ -161,6 +161,28 @@ func TestOneHomePerRule(t *testing.T) {
 		}
 		if at != rule.times {
 			t.Errorf("%s %d times in %s, want %d: the check is out of date", rule.what, at, rule.home, rule.times)
+		}
+	}
+}
+
+// TestBinariesLinkNoTestCode checks that the shipped binaries link neither
+// a test framework nor envtest and the local control plane.
+func TestBinariesLinkNoTestCode(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/...")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"controllers/userquestion") {
+		t.Fatalf("go list -deps ./cmd/... does not list the controller: %.200s", out)
+	}
+	for _, d := range deps {
+		for _, banned := range []string{"github.com/onsi/", "sigs.k8s.io/controller-runtime/pkg/envtest", module + "internal/controlplane", module + "test/"} {
+			if strings.HasPrefix(d, banned) {
+				t.Errorf("a binary under cmd/ links %s", d)
+			}
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/controlplane"
 	"github.com/hitl-dev/hitl/internal/manager"
+	"github.com/hitl-dev/hitl/internal/manager/local"
 )
 
 // Admission is how a test cluster admits questions and replies.
@@ -42,10 +43,10 @@ const (
 type Install = controlplane.Install
 
 // Cluster is a started local control plane with admission and a manager.
-type Cluster = manager.Cluster
+type Cluster = local.Cluster
 
 // Options say how StartCluster sets admission up.
-type Options = manager.Options
+type Options = local.Options
 
 // Root is the repository's top directory.
 func Root() string { return controlplane.Root() }
@@ -86,12 +87,12 @@ func WaitForWebhooks(env *envtest.Environment, timeout time.Duration) error {
 // RunManager starts a manager against a started env and returns a function
 // that stops it.
 func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
-	return manager.RunManager(env, cfg, c)
+	return local.RunManager(env, cfg, c)
 }
 
 // StartCluster starts a Cluster whose manager runs with c.
 func StartCluster(c manager.Config, o Options) (*Cluster, error) {
-	return manager.StartCluster(c, o)
+	return local.StartCluster(c, o)
 }
 
 // ParseAdmission reads the name String gives a mode.

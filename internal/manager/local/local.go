@@ -1,4 +1,8 @@
-package manager
+// Package local runs hitl's manager in process against the local control
+// plane (internal/controlplane), as make run's helpers, the envtest suites
+// and the benchmarks do. It is apart from internal/manager so that the
+// manager binary links neither envtest nor the local control plane.
+package local
 
 import (
 	"context"
@@ -14,22 +18,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/hitl-dev/hitl/internal/controlplane"
+	"github.com/hitl-dev/hitl/internal/manager"
 )
-
-// This file runs the manager in process against the local control plane
-// (internal/controlplane), as make run, the envtest suites and the
-// benchmarks do.
 
 // RunManager starts, against a started env, a manager wired as the manager
 // binary wires it (with the webhooks when env installs them), waits until
 // it serves, and returns a function that stops it and waits for it to end.
-func RunManager(env *envtest.Environment, cfg *rest.Config, c Config) (stop func(), err error) {
+func RunManager(env *envtest.Environment, cfg *rest.Config, c manager.Config) (stop func(), err error) {
 	c.Webhooks = controlplane.ServesWebhooks(env)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(),
+		Cache:                  manager.CacheOptions(),
 		WebhookServer:          webhook.NewServer(controlplane.WebhookOptions(env)),
 		// Restart tests set the controller up again in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -37,7 +38,7 @@ func RunManager(env *envtest.Environment, cfg *rest.Config, c Config) (stop func
 	if err != nil {
 		return nil, err
 	}
-	if err := Setup(mgr, c); err != nil {
+	if err := manager.Setup(mgr, c); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,7 +79,7 @@ type Options struct {
 }
 
 // StartCluster starts a Cluster whose manager runs with c.
-func StartCluster(c Config, o Options) (*Cluster, error) {
+func StartCluster(c manager.Config, o Options) (*Cluster, error) {
 	env, err := controlplane.WithWebhooks(controlplane.New(), o.Admission)
 	if err != nil {
 		return nil, err
