@@ -55,8 +55,21 @@ func next(t *testing.T, s *Stream) Event {
 }
 
 func TestInitialListThenChanges(t *testing.T) {
-	c := fake.NewClientBuilder().WithScheme(scheme(t)).
-		WithObjects(question("b", "bot"), question("a", "bot"), question("other", "someone")).Build()
+	// The fake client's watch starts from now, whatever version it is
+	// asked for: a change made before the Reflector opens it, just after
+	// Start returns, would never arrive (a real API server sends it).
+	watching := make(chan struct{}, 1)
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme(t)).
+		WithObjects(question("b", "bot"), question("a", "bot"), question("other", "someone")).Build(), interceptor.Funcs{
+		Watch: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w, err := cl.Watch(ctx, list, opts...)
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+			return w, err
+		},
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, err := Start(ctx, Options{Client: c, Namespace: "ns", Labels: byAgent("bot")})
@@ -71,6 +84,11 @@ func TestInitialListThenChanges(t *testing.T) {
 		t.Fatalf("initial list %v, want [a b] (the server's order, only the selected agent)", names)
 	}
 
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never watched")
+	}
 	// (The fake client's watches ignore label selectors; the SDK suites
 	// show, against a real API server, that other agents' questions never
 	// arrive.)
