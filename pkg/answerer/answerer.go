@@ -17,6 +17,9 @@
 //		return err
 //	}
 //	events, err := a.Watch(ctx)
+//	if err != nil {
+//		return err // e.g. RBAC does not let it list the questions
+//	}
 //	for ev := range events {
 //		if ev.Question.Answerable() {
 //			// Claim it while a person decides, then a.Reply(ctx, ev.Question.Name, answers).
