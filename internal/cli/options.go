@@ -6,8 +6,7 @@ package cli
 
 import (
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime"
+	"sync"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -81,7 +80,9 @@ func (c *common) complete() error {
 	return nil
 }
 
-func scheme() *runtime.Scheme { return hitlv1.NewScheme() }
+// scheme is the one scheme of the plugin's clients and printers, built on
+// first use: every printed object has its kinds set from it.
+var scheme = sync.OnceValue(hitlv1.NewScheme)
 
 // exitCodesHelp is the exit codes' part of `kubectl hitl --help`.
 const exitCodesHelp = `Exit codes:
