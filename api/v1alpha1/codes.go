@@ -31,12 +31,18 @@ const (
 	CodeForbidden ErrorCode = "FORBIDDEN"
 	// CodeAskAborted: the agent's ask was cancelled before it was answered.
 	CodeAskAborted ErrorCode = "ASK_ABORTED"
+	// CodeNotOwner: changing or deleting a question, or withdrawing a
+	// reply, that is not the caller's.
+	CodeNotOwner ErrorCode = "NOT_OWNER"
+	// CodeSelfApproval: the asking identity answering its own Approval or
+	// PlanReview question.
+	CodeSelfApproval ErrorCode = "SELF_APPROVAL"
 )
 
 // ErrorCodes are the codes above, in the specification's order.
 func ErrorCodes() []ErrorCode {
 	return []ErrorCode{CodeEmptyQuestions, CodeBadIntent, CodeBadTimeout, CodeDelegatedCaller, CodeAgentMismatch,
-		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted}
+		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted, CodeNotOwner, CodeSelfApproval}
 }
 
 // Known reports whether c is one of the specification's codes.

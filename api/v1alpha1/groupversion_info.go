@@ -25,7 +25,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &UserQuestion{}, &UserQuestionList{}, &QuestionReply{}, &QuestionReplyList{})
+	s.AddKnownTypes(GroupVersion, &UserQuestion{}, &UserQuestionList{}, &QuestionReply{}, &QuestionReplyList{},
+		&QuestionClaim{}, &QuestionClaimList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
@@ -36,8 +37,6 @@ const (
 	AgentLabel = "hitl.dev/agent"
 	// QuestionLabel carries the question's name on replies and claims.
 	QuestionLabel = "hitl.dev/question"
-	// ClaimLabel marks a Lease as a claim on a question; its value is "true".
-	ClaimLabel = "hitl.dev/claim"
 )
 
 // The RBAC verbs on resource "agents" (group hitl.dev, resource name = the
@@ -46,6 +45,9 @@ const (
 const (
 	VerbAsk    = "ask"
 	VerbAnswer = "answer"
+	// VerbManage marks the manager: only its role holds it, and the
+	// admission policies let it change and delete what others own.
+	VerbManage = "manage"
 	// AgentsResource is the RBAC resource the verbs are checked on.
 	AgentsResource = "agents"
 )

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ReplyOutcome is what the controller did with a reply.
@@ -52,6 +53,15 @@ type QuestionReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+
+	// uid, when set, is the UID of the question the reply answers: a reply
+	// whose uid is not the live question's settles nothing (Rejected,
+	// NOT_ANSWERABLE), so a reply prepared for one question never answers
+	// a same-named other.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=128
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // QuestionReplySpec is a person's answer batch. It is immutable.

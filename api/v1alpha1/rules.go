@@ -127,7 +127,7 @@ func compare(less, greater bool) int {
 	return 0
 }
 
-// The range of a claim Lease's spec.leaseDurationSeconds. A claim outside it
+// The range of a claim's spec.durationSeconds. A claim outside it
 // is judged as if clamped into it.
 const (
 	MinClaimLeaseSeconds = 5
@@ -140,15 +140,24 @@ func ClaimLeaseSeconds(s int64) int32 {
 	return int32(max(MinClaimLeaseSeconds, min(MaxClaimLeaseSeconds, s)))
 }
 
-// ClaimLeaseDuration is how long a claim Lease holds the window after each
-// renewal: its leaseDurationSeconds (the shortest allowed when it has none),
+// ClaimDuration is how long a claim holds the window after each renewal:
+// its spec.durationSeconds (the shortest allowed when it has none),
 // clamped into the allowed range.
-func ClaimLeaseDuration(leaseDurationSeconds *int32) time.Duration {
-	s := int64(MinClaimLeaseSeconds)
-	if leaseDurationSeconds != nil {
-		s = int64(*leaseDurationSeconds)
+func ClaimDuration(c *QuestionClaim) time.Duration {
+	s := int64(c.Spec.DurationSeconds)
+	if s == 0 {
+		s = MinClaimLeaseSeconds
 	}
 	return time.Duration(ClaimLeaseSeconds(s)) * time.Second
+}
+
+// Holds reports whether claim c may hold question q's window: it names q
+// (by UID, when it carries one) and q's agent, and has a stamped holder.
+// Admission checked that its holder may answer the agent it names.
+func (c *QuestionClaim) Holds(q *UserQuestion) bool {
+	return c.Namespace == q.Namespace && c.Spec.QuestionRef.Name == q.Name &&
+		(c.Spec.QuestionRef.UID == "" || c.Spec.QuestionRef.UID == q.UID) &&
+		c.Spec.Agent == q.Spec.Agent && c.Spec.Holder != nil && c.Spec.Holder.Username != ""
 }
 
 // MaxMessageLength is the longest message hitl writes where a person reads
@@ -184,4 +193,33 @@ func Views(items []UserQuestion) (active, settled []UserQuestion) {
 	SortAskOrder(active)
 	SortSettlementOrder(settled)
 	return active, settled
+}
+
+// Is reports whether the settlement names reply: by name, and by UID when
+// it recorded one (a reply re-created under the same name is another).
+func (s *Settlement) Is(reply *QuestionReply) bool {
+	return s.Reply == reply.Name && (s.ReplyUID == "" || s.ReplyUID == reply.UID)
+}
+
+// Is reports whether the queued reply is reply, as Settlement.Is does.
+func (q *QueuedReply) Is(reply *QuestionReply) bool {
+	return q.Name == reply.Name && (q.UID == "" || q.UID == reply.UID)
+}
+
+// SameUser reports whether two stamped identities are the same user: the
+// same username, and the same UID when both carry one.
+func SameUser(a, b *UserInfo) bool {
+	return a != nil && b != nil && a.Username != "" && a.Username == b.Username &&
+		(a.UID == "" || b.UID == "" || a.UID == b.UID)
+}
+
+// NeedsOtherApprover reports whether the question holds an Approval or
+// PlanReview intent, which the identity that asked may never answer.
+func (q *UserQuestion) NeedsOtherApprover() bool {
+	for i := range q.Spec.Questions {
+		if in := q.Spec.Questions[i].Intent; in != nil && (in.Type == IntentApproval || in.Type == IntentPlanReview) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Origin says who inside the agent asks.
@@ -92,7 +93,9 @@ type ApprovalSubject struct {
 }
 
 // LocalizedText holds one text per locale, keyed by locale; "en" is required.
+// Each text is at most 4,096 characters and each locale tag 35.
 // +kubebuilder:validation:MaxProperties=32
+// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 35 && size(self[k]) <= 4096)",message="BAD_INTENT: a localized text is at most 4096 characters, under a locale tag of at most 35"
 // +kubebuilder:validation:XValidation:rule="'en' in self && size(self['en']) > 0",message="BAD_INTENT: localized text needs an en entry"
 type LocalizedText map[string]string
 
@@ -216,6 +219,8 @@ type Question struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.origin) || self.origin != 'Subagent'",message="DELEGATED_CALLER: a subagent (spec.origin Subagent) may not ask a person directly",fieldPath=".origin"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || !self.questions.exists(q, has(q.intent) && q.intent.type == 'Approval') || (size(self.questions) == 1 && !has(self.timeout))",message="BAD_INTENT: an Approval ask has exactly one question and no spec.timeout",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.askedAt) == has(oldSelf.askedAt)",message="spec.timeout, spec.callID, spec.askedAt and spec.ttlSecondsAfterFinished are immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.askedBy) || (has(self.askedBy) && self.askedBy == oldSelf.askedBy)",message="NOT_OWNER: spec.askedBy is stamped at admission and immutable",fieldPath=".askedBy"
+// +kubebuilder:validation:XValidation:rule="!has(self.questions) || self.questions.map(q, size(q.question) + (has(q.detail) ? size(q.detail) : 0) + (has(q.header) ? size(q.header) : 0)).sum() <= 65536",message="BAD_INTENT: the questions' text (question, detail and header, all questions together) is at most 65536 characters",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancelled) || !oldSelf.cancelled || (has(self.cancelled) && self.cancelled)",message="spec.cancelled may only go from false to true",fieldPath=".cancelled"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.admittedReply) || (has(self.admittedReply) && self.admittedReply == oldSelf.admittedReply)",message="spec.admittedReply may be set once and never changed",fieldPath=".admittedReply"
 type UserQuestionSpec struct {
@@ -289,6 +294,14 @@ type UserQuestionSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	AdmittedReply string `json:"admittedReply,omitempty"`
+
+	// askedBy is the authenticated user who created the question, stamped
+	// at admission from the request (whatever the client sent), and
+	// immutable. Only this identity (or the manager, or the garbage
+	// collector) may change or delete the question, and it never answers
+	// its own Approval or PlanReview question.
+	// +optional
+	AskedBy *UserInfo `json:"askedBy,omitempty"`
 }
 
 // UserInfo is the authenticated user who answered, as the API server saw it.
@@ -313,14 +326,15 @@ type UserInfo struct {
 
 // ClaimHolder is one live claim on a question.
 type ClaimHolder struct {
-	// lease is the name of the claim's Lease.
+	// name is the name of the QuestionClaim.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
-	Lease string `json:"lease"`
+	Name string `json:"name"`
 
-	// holder is the answerer holding the claim (the Lease's holderIdentity).
+	// holder is the username of the answerer holding the claim, as stamped
+	// at admission (the claim's spec.holder.username).
 	// +optional
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=512
 	Holder string `json:"holder,omitempty"`
 }
 
@@ -331,6 +345,13 @@ type QueuedReply struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+
+	// uid is the QuestionReply's UID: a reply re-created under the same
+	// name is another reply.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=128
+	UID types.UID `json:"uid,omitempty"`
 
 	// answers is the queued batch.
 	// +optional
@@ -354,6 +375,12 @@ type Settlement struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Reply string `json:"reply"`
+
+	// replyUID is that QuestionReply's UID.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=128
+	ReplyUID types.UID `json:"replyUID,omitempty"`
 
 	// answeredBy is who sent that reply.
 	// +optional
@@ -390,11 +417,11 @@ type UserQuestionStatus struct {
 	// +optional
 	ContinuedAt *metav1.MicroTime `json:"continuedAt,omitempty"`
 
-	// claims lists the live claims on the question, the first 64 by Lease
-	// name; claimCount says how many there are in all.
+	// claims lists the live claims on the question, the first 64 by
+	// name; claimCount says how many the controller counts (at most 64).
 	// +optional
 	// +listType=map
-	// +listMapKey=lease
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Claims []ClaimHolder `json:"claims,omitempty"`
 
@@ -470,8 +497,9 @@ func (q *UserQuestion) CallID() string {
 	return q.Name
 }
 
-// MaxListedClaims is how many live claims status.claims lists at most.
-const MaxListedClaims = 64
+// MaxClaims is how many live claims the controller counts on one
+// question, and status.claims lists, at most.
+const MaxClaims = 64
 
 // WindowStart is the instant a timed question's window is measured from:
 // spec.askedAt when it lies within [creationTimestamp, creationTimestamp +

@@ -1,5 +1,4 @@
-// Package claimreads reads the claims (Leases labelled as claims) from the
-// API server, around the cache, before a window closes, and shares each
+// Package claimreads reads the claims (QuestionClaims) from the API server, around the cache, before a window closes, and shares each
 // read among the windows it can close.
 package claimreads
 
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,8 +33,9 @@ const claimReadMaxAge = 2 * time.Second
 // many namespaces share it too: read per namespace, deadlines spread over
 // a thousand namespaces cost a read each, and a worker that fell behind
 // waited for a fresh read at every close instead of using the last one.
-// A read holds the claims alone (Leases labelled as claims), which live
-// only while people work on questions.
+// A read holds the QuestionClaims, which live only while people work on
+// questions, a page of claimReadPage at a time (a namespace can bound its
+// claims with a ResourceQuota on count/questionclaims.hitl.dev).
 //
 // Reads overlap, a few at a time: a window due after the newest read was
 // sent waits for a read sent at most claimReadSpacing later, or sooner if
@@ -76,9 +75,9 @@ type Read struct {
 	// at is when the read was sent: it holds every claim the API server
 	// held then.
 	at time.Time
-	// done is closed once leases or err is set.
+	// done is closed once claims or err is set.
 	done   chan struct{}
-	leases []coordinationv1.Lease
+	claims []hitlv1.QuestionClaim
 	err    error
 }
 
@@ -187,14 +186,13 @@ func (c *Reads) start(ctx context.Context, read *Read) {
 // send lists the claims of every namespace and keeps the read for later
 // closes, then sends the next read if windows wait for one.
 func (c *Reads) send(ctx context.Context, read *Read) {
-	var list coordinationv1.LeaseList
-	err := c.reader.List(ctx, &list, client.MatchingLabels{hitlv1.ClaimLabel: "true"})
+	claims, err := c.list(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		read.err = fmt.Errorf("reading the claims from the API server: %w", err)
 	} else {
-		read.leases = list.Items
+		read.claims = claims
 	}
 	// Keep the reads in flight and the newest that returned and
 	// succeeded: an older one serves nobody a newer one cannot.
@@ -218,16 +216,41 @@ func (c *Reads) send(ctx context.Context, read *Read) {
 	close(read.done)
 }
 
+// claimReadPage is how many claims one list call returns at most.
+const claimReadPage = 1000
+
+// list reads every namespace's claims, a page at a time: the pages after
+// the first are served at the first's resourceVersion, so together they
+// are one consistent read.
+func (c *Reads) list(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
+	var claims []hitlv1.QuestionClaim
+	cont := ""
+	for {
+		var page hitlv1.QuestionClaimList
+		if err := c.reader.List(ctx, &page, client.Limit(claimReadPage), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		if claims == nil {
+			claims = page.Items
+		} else {
+			claims = append(claims, page.Items...)
+		}
+		if cont = page.Continue; cont == "" {
+			return claims, nil
+		}
+	}
+}
+
 // At is when the read was sent: it holds every claim the API server held
 // then.
 func (r *Read) At() time.Time { return r.at }
 
 // Of returns the read's claims of one question.
-func (r *Read) Of(question types.NamespacedName) []coordinationv1.Lease {
-	var out []coordinationv1.Lease
-	for i := range r.leases {
-		if r.leases[i].Namespace == question.Namespace && r.leases[i].Labels[hitlv1.QuestionLabel] == question.Name {
-			out = append(out, r.leases[i])
+func (r *Read) Of(question types.NamespacedName) []hitlv1.QuestionClaim {
+	var out []hitlv1.QuestionClaim
+	for i := range r.claims {
+		if r.claims[i].Namespace == question.Namespace && r.claims[i].Spec.QuestionRef.Name == question.Name {
+			out = append(out, r.claims[i])
 		}
 	}
 	return out

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"unique"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/rewatch"
@@ -21,9 +18,8 @@ import (
 // tools using it) keeps a full copy of the applied object.
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-// CacheOptions keeps the manager's cache small: only the Leases that are
-// claims, and each object without what the controller never reads (see
-// trimForCache). Its informers' watches outlast API server outages (see
+// CacheOptions keeps the manager's cache small: each object without what
+// the controller never reads (see trimForCache). Its informers' watches outlast API server outages (see
 // rewatch): with client-go's own waits, a cache could miss the questions
 // created after an API server restart for many seconds, and their
 // deadlines with them.
@@ -31,15 +27,13 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		NewInformer:      rewatch.NewInformer,
 		DefaultTransform: trimForCache,
-		ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{hitlv1.ClaimLabel: "true"})},
-		},
 	}
 }
 
 // trimForCache drops from an object, before the cache stores it, what the
 // controller never reads: managedFields and the last-applied annotation of
-// every object; the labels of a question (nothing in the manager selects
+// every object; the text of a question (see dropText); the labels of a
+// question (nothing in the manager selects
 // or reads questions by label: the agents' watches select them on the API
 // server); and the answers, author and conditions of a reply whose outcome
 // is final (Applied, Admitted, Rejected). A final outcome never changes,
@@ -65,6 +59,7 @@ func trimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *hitlv1.UserQuestion:
 		o.Labels = nil
+		dropText(o)
 		internMeta(&o.TypeMeta, &o.ObjectMeta, "")
 		internQuestion(o)
 	case *hitlv1.QuestionReply:
@@ -79,8 +74,10 @@ func trimForCache(obj any) (any, error) {
 		o.Status.Outcome = hitlv1.ReplyOutcome(intern(string(o.Status.Outcome)))
 		o.Status.Reason = hitlv1.ErrorCode(intern(string(o.Status.Reason)))
 		internConditions(o.Status.Conditions)
-	case *coordinationv1.Lease:
+	case *hitlv1.QuestionClaim:
 		internMeta(&o.TypeMeta, &o.ObjectMeta, hitlv1.QuestionLabel)
+		o.Spec.Agent = intern(o.Spec.Agent)
+		internUser(o.Spec.Holder)
 	}
 	return obj, nil
 }
@@ -116,9 +113,29 @@ func internMeta(t *metav1.TypeMeta, m *metav1.ObjectMeta, unique string) {
 	}
 }
 
+// dropText drops from a question what people read and the controller
+// never decides on: each question's text, detail and header, its options'
+// descriptions, and an approval's subject and localized display. What
+// remains (ids, option labels, multiSelect, the intents' types and labels)
+// is what replies are checked against. A question's text can be 64 KiB;
+// what remains is a few hundred bytes.
+func dropText(q *hitlv1.UserQuestion) {
+	for i := range q.Spec.Questions {
+		qq := &q.Spec.Questions[i]
+		qq.Question, qq.Detail, qq.Header = "", "", ""
+		for j := range qq.Options {
+			qq.Options[j].Description = ""
+		}
+		if in := qq.Intent; in != nil && in.Approval != nil {
+			in.Approval.Subject, in.Approval.Display = nil, nil
+		}
+	}
+}
+
 func internQuestion(q *hitlv1.UserQuestion) {
 	q.Spec.Agent = intern(q.Spec.Agent)
 	q.Spec.Origin = hitlv1.Origin(intern(string(q.Spec.Origin)))
+	internUser(q.Spec.AskedBy)
 	for i := range q.Spec.Questions {
 		q.Spec.Questions[i].ID = intern(q.Spec.Questions[i].ID)
 	}

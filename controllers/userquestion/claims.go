@@ -1,11 +1,11 @@
 package userquestion
 
 import (
+	"sort"
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
+		"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -19,7 +19,7 @@ type claimTracker struct {
 }
 
 type questionClaims struct {
-	leases map[string]observation
+	claims map[string]observation
 	// heldUntil is the latest time a claim that is now gone or expired
 	// was known to hold the window.
 	heldUntil time.Time
@@ -34,39 +34,48 @@ func newClaimTracker() *claimTracker {
 	return &claimTracker{questions: map[types.NamespacedName]*questionClaims{}}
 }
 
-// observe records the question's current claim Leases at now and returns
-// them judged, with the time until which past claims held the window.
-func (t *claimTracker) observe(question types.NamespacedName, leases []coordinationv1.Lease, now time.Time) ([]Claim, time.Time) {
+// observe records question q's current claims at now and returns them
+// judged, with the time until which past claims held the window. Only the
+// claims that may hold q count (see QuestionClaim.Holds), and of those the
+// first MaxClaims by name: a flood of claims costs the tracker no more
+// than that per question.
+func (t *claimTracker) observe(q *hitlv1.UserQuestion, all []hitlv1.QuestionClaim, now time.Time) ([]Claim, time.Time) {
+	question := types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
+	held := make([]*hitlv1.QuestionClaim, 0, min(len(all), hitlv1.MaxClaims))
+	for i := range all {
+		if all[i].Holds(q) {
+			held = append(held, &all[i])
+		}
+	}
+	if len(held) > hitlv1.MaxClaims {
+		sort.Slice(held, func(i, j int) bool { return held[i].Name < held[j].Name })
+		held = held[:hitlv1.MaxClaims]
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	qc := t.questions[question]
 	if qc == nil {
-		if len(leases) == 0 {
+		if len(held) == 0 {
 			return nil, time.Time{}
 		}
-		qc = &questionClaims{leases: map[string]observation{}}
+		qc = &questionClaims{claims: map[string]observation{}}
 		t.questions[question] = qc
 	}
 
-	seen := make(map[string]observation, len(leases))
-	claims := make([]Claim, 0, len(leases))
-	for i := range leases {
-		l := &leases[i]
-		obs, known := qc.leases[l.Name]
-		if !known || obs.resourceVersion != l.ResourceVersion {
-			obs = observation{resourceVersion: l.ResourceVersion, expiresAt: now.Add(leaseDuration(l))}
+	seen := make(map[string]observation, len(held))
+	claims := make([]Claim, 0, len(held))
+	for _, c := range held {
+		obs, known := qc.claims[c.Name]
+		if !known || obs.resourceVersion != c.ResourceVersion {
+			obs = observation{resourceVersion: c.ResourceVersion, expiresAt: now.Add(hitlv1.ClaimDuration(c))}
 		}
-		seen[l.Name] = obs
-		holder := ""
-		if l.Spec.HolderIdentity != nil {
-			holder = *l.Spec.HolderIdentity
-		}
-		claims = append(claims, Claim{Lease: l.Name, Holder: holder, ExpiresAt: obs.expiresAt})
+		seen[c.Name] = obs
+		claims = append(claims, Claim{Name: c.Name, Holder: c.Spec.Holder.Username, ExpiresAt: obs.expiresAt})
 		if !obs.expiresAt.After(now) && obs.expiresAt.After(qc.heldUntil) {
 			qc.heldUntil = obs.expiresAt
 		}
 	}
-	for name, obs := range qc.leases {
+	for name, obs := range qc.claims {
 		if _, still := seen[name]; !still {
 			// A claim deleted while live held the window until now.
 			end := obs.expiresAt
@@ -78,7 +87,7 @@ func (t *claimTracker) observe(question types.NamespacedName, leases []coordinat
 			}
 		}
 	}
-	qc.leases = seen
+	qc.claims = seen
 	return claims, qc.heldUntil
 }
 
@@ -88,7 +97,7 @@ func (t *claimTracker) live(now time.Time) int {
 	defer t.mu.Unlock()
 	n := 0
 	for _, qc := range t.questions {
-		for _, obs := range qc.leases {
+		for _, obs := range qc.claims {
 			if obs.expiresAt.After(now) {
 				n++
 			}
@@ -102,8 +111,4 @@ func (t *claimTracker) forget(question types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.questions, question)
-}
-
-func leaseDuration(l *coordinationv1.Lease) time.Duration {
-	return hitlv1.ClaimLeaseDuration(l.Spec.LeaseDurationSeconds)
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +40,7 @@ import (
 const (
 	// ReplyQuestionIndex indexes replies by spec.questionRef.name.
 	ReplyQuestionIndex = "spec.questionRef.name"
-	// claimQuestionIndex indexes claim Leases by their hitl.dev/question label.
+	// claimQuestionIndex indexes claims by spec.questionRef.name.
 	claimQuestionIndex = "claim.question"
 )
 
@@ -92,7 +91,8 @@ func (r *Reconciler) StatusWritesInFlight() int { return int(r.statusWrites.Load
 // +kubebuilder:rbac:groups=hitl.dev,resources=userquestions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=hitl.dev,resources=questionclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=hitl.dev,resources=agents,verbs=manage
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -103,8 +103,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err := indexRepliesByQuestion(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &coordinationv1.Lease{}, claimQuestionIndex,
-		func(o client.Object) []string { return []string{o.GetLabels()[hitlv1.QuestionLabel]} }); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hitlv1.QuestionClaim{}, claimQuestionIndex,
+		func(o client.Object) []string { return []string{o.(*hitlv1.QuestionClaim).Spec.QuestionRef.Name} }); err != nil {
 		return fmt.Errorf("indexing claims by question: %w", err)
 	}
 	if r.APIReader == nil {
@@ -138,7 +138,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&hitlv1.QuestionReply{}, handler.EnqueueRequestsFromMapFunc(replyQuestion),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// Every renewal of a claim is observed, to judge its liveness.
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
+		Watches(&hitlv1.QuestionClaim{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
 		// Hands the closer the queue that closes return their questions to.
 		WatchesRawSource(r.Closer.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()}).
@@ -219,11 +219,8 @@ func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 func claimQuestion(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[hitlv1.QuestionLabel]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	c := o.(*hitlv1.QuestionClaim)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.QuestionRef.Name}}}
 }
 
 // Reconcile reads a question, its replies and its claims, decides the next
@@ -251,8 +248,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var leases coordinationv1.LeaseList
-	if err := r.List(ctx, &leases, client.InNamespace(q.Namespace), client.MatchingFields{claimQuestionIndex: q.Name}); err != nil {
+	var claimList hitlv1.QuestionClaimList
+	if err := r.List(ctx, &claimList, client.InNamespace(q.Namespace), client.MatchingFields{claimQuestionIndex: q.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing claims: %w", err)
 	}
 	refused, err := r.refusals(ctx, q, replies)
@@ -260,11 +257,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	claims, heldUntil := r.claims.observe(req.NamespacedName, leases.Items, now)
+	claims, heldUntil := r.claims.observe(q, claimList.Items, now)
 
 	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused}
 	d := Decide(in)
-	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, leases.Items) }
+	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, claimList.Items) }
 	if d.Transition == hitlv1.StateContinued && r.Closer != nil {
 		// The window closes: the rest waits on the API server, off the
 		// worker.
@@ -279,7 +276,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // the API server holds, deletes an expired question, or writes the
 // question's status and its replies' outcomes, and says when the question
 // needs another look.
-func (r *Reconciler) finish(ctx context.Context, in Inputs, d Decision, leases []coordinationv1.Lease) (ctrl.Result, error) {
+func (r *Reconciler) finish(ctx context.Context, in Inputs, d Decision, claims []hitlv1.QuestionClaim) (ctrl.Result, error) {
 	q, replies := in.Question, in.Replies
 	if d.Transition == hitlv1.StateContinued {
 		var err error
@@ -292,7 +289,7 @@ func (r *Reconciler) finish(ctx context.Context, in Inputs, d Decision, leases [
 			// Its last events are still being written: they go first.
 			return ctrl.Result{RequeueAfter: eventWait}, nil
 		}
-		return ctrl.Result{}, r.expire(ctx, q, replies, leases)
+		return ctrl.Result{}, r.expire(ctx, q, replies, claims)
 	}
 	if err := r.apply(ctx, q, replies, d, in.Now); err != nil {
 		if apierrors.IsConflict(err) {
@@ -338,7 +335,7 @@ func (r *Reconciler) confirmClose(ctx context.Context, in Inputs, d Decision) (D
 		if err != nil {
 			return Decision{}, err
 		}
-		in.Claims, in.HeldUntil = r.claims.observe(client.ObjectKeyFromObject(q), read.Of(client.ObjectKeyFromObject(q)), r.Clock.Now())
+		in.Claims, in.HeldUntil = r.claims.observe(q, read.Of(client.ObjectKeyFromObject(q)), r.Clock.Now())
 		in.Now = read.At()
 		if d = Decide(in); d.Transition == hitlv1.StateContinued || !read.At().Before(now) {
 			break
@@ -365,9 +362,9 @@ func (r *Reconciler) repliesOf(ctx context.Context, question types.NamespacedNam
 // resourceVersion it was decided on, then the replies' outcomes, which
 // follow from it. When only replies change, the unchanged status is still
 // written, as a fence: a stale read then fails instead of rejecting a reply
-// with the wrong reason.
+// with the wrong reason. Refusals, which no status decides, need none.
 func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, d Decision, now time.Time) error {
-	if len(d.Replies) > 0 || !equality.Semantic.DeepEqual(q.Status, d.Status) {
+	if fenced(d.Replies) || !equality.Semantic.DeepEqual(q.Status, d.Status) {
 		next := q.DeepCopy()
 		next.Status = d.Status
 		r.statusWrites.Add(1)
@@ -396,6 +393,17 @@ func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies 
 		}
 	}
 	return nil
+}
+
+// fenced reports whether some of the changes follow from the question's
+// status.
+func fenced(changes []ReplyChange) bool {
+	for _, c := range changes {
+		if !c.Alone {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) recordTransition(q *hitlv1.UserQuestion, st *hitlv1.UserQuestionStatus, now time.Time) {
@@ -479,15 +487,15 @@ func (r *Reconciler) rejectOrphans(ctx context.Context, question types.Namespace
 
 // expire deletes a question whose TTL after finishing has passed, with its
 // replies and claims (also where no garbage collector runs).
-func (r *Reconciler) expire(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, leases []coordinationv1.Lease) error {
+func (r *Reconciler) expire(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, claims []hitlv1.QuestionClaim) error {
 	for i := range replies {
 		if err := client.IgnoreNotFound(r.Delete(ctx, &replies[i])); err != nil {
 			return fmt.Errorf("deleting reply %s of an expired question: %w", replies[i].Name, err)
 		}
 	}
-	for i := range leases {
-		if err := client.IgnoreNotFound(r.Delete(ctx, &leases[i])); err != nil {
-			return fmt.Errorf("deleting claim %s of an expired question: %w", leases[i].Name, err)
+	for i := range claims {
+		if err := client.IgnoreNotFound(r.Delete(ctx, &claims[i])); err != nil {
+			return fmt.Errorf("deleting claim %s of an expired question: %w", claims[i].Name, err)
 		}
 	}
 	policy := metav1.DeletePropagationBackground

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -20,8 +21,8 @@ type Inputs struct {
 	Question *hitlv1.UserQuestion
 	// Replies are the replies naming the question, in creation order.
 	Replies []hitlv1.QuestionReply
-	// Claims are the question's claim Leases, with the liveness the
-	// controller observed.
+	// Claims are the question's claims, with the liveness the controller
+	// observed.
 	Claims []Claim
 	// HeldUntil is the latest time a claim, now gone or expired, was known
 	// to hold the window open.
@@ -41,10 +42,10 @@ type Refusal struct {
 	Message string
 }
 
-// Claim is a claim Lease as the controller judges it.
+// Claim is a QuestionClaim as the controller judges it.
 type Claim struct {
-	// Lease is the Lease's name and Holder its holderIdentity.
-	Lease, Holder string
+	// Name is the claim's name and Holder its stamped holder's username.
+	Name, Holder string
 	// ExpiresAt is when the controller last observed a renewal, plus the
 	// lease duration.
 	ExpiresAt time.Time
@@ -56,6 +57,12 @@ type ReplyChange struct {
 	Outcome hitlv1.ReplyOutcome
 	Reason  hitlv1.ErrorCode
 	Message string
+	// Alone is true when the outcome follows from the reply and the
+	// question's spec alone (a refusal: FORBIDDEN, AGENT_MISMATCH,
+	// SELF_APPROVAL, a reply for another question), never from its status:
+	// it is written without the status write that fences a decision made
+	// on a stale read, so a refused reply costs one write.
+	Alone bool
 }
 
 // Decision is what Reconcile writes.
@@ -87,8 +94,9 @@ func Decide(in Inputs) Decision {
 		case q.Spec.Cancelled:
 			d.cancel()
 		case d.st.State == hitlv1.StateContinued && d.admissible():
-			d.settle(d.st.QueuedReply.Name, d.st.QueuedReply.Answers, d.st.QueuedReply.AnsweredBy, true)
-		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply.Name):
+			qr := d.st.QueuedReply
+			d.settle(qr.Name, qr.UID, qr.Answers, qr.AnsweredBy, true)
+		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply):
 			d.st.QueuedReply = nil
 		}
 	}
@@ -142,18 +150,18 @@ func (d *decider) prepare() {
 			d.live = append(d.live, c)
 		}
 	}
-	sort.Slice(d.live, func(i, j int) bool { return d.live[i].Lease < d.live[j].Lease })
+	sort.Slice(d.live, func(i, j int) bool { return d.live[i].Name < d.live[j].Name })
 	d.listClaims()
 }
 
-// listClaims writes the live claims into the status: the first
-// MaxListedClaims by Lease name, and how many there are. Listing them all
-// would make every status write fail the schema once there are more.
+// listClaims writes the live claims into the status: the first MaxClaims
+// by name, and how many there are. Listing them all would make every
+// status write fail the schema once there are more.
 func (d *decider) listClaims() {
 	d.st.Claims = nil
 	d.st.ClaimCount = int32(len(d.live))
-	for _, c := range d.live[:min(len(d.live), hitlv1.MaxListedClaims)] {
-		d.st.Claims = append(d.st.Claims, hitlv1.ClaimHolder{Lease: c.Lease, Holder: c.Holder})
+	for _, c := range d.live[:min(len(d.live), hitlv1.MaxClaims)] {
+		d.st.Claims = append(d.st.Claims, hitlv1.ClaimHolder{Name: c.Name, Holder: c.Holder})
 	}
 }
 
@@ -180,10 +188,11 @@ func (d *decider) admissible() bool {
 	return admitted != "" && d.st.QueuedReply != nil && d.st.QueuedReply.Name == admitted
 }
 
-// withdrawn reports whether the named reply is gone or being deleted.
-func (d *decider) withdrawn(name string) bool {
+// withdrawn reports whether the queued reply is gone or being deleted; one
+// re-created under its name is another reply.
+func (d *decider) withdrawn(qr *hitlv1.QueuedReply) bool {
 	for i := range d.in.Replies {
-		if r := &d.in.Replies[i]; r.Name == name {
+		if r := &d.in.Replies[i]; qr.Is(r) {
 			return r.DeletionTimestamp != nil
 		}
 	}
@@ -200,11 +209,11 @@ func (d *decider) continueAt(t time.Time) {
 	d.st.ContinuedAt = ptr.To(metav1.NewMicroTime(t))
 }
 
-func (d *decider) settle(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
+func (d *decider) settle(reply string, uid types.UID, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
 	d.st.State = hitlv1.StateSettled
 	d.st.Answers = answers
 	d.st.QueuedReply = nil
-	d.st.Settlement = &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
+	d.st.Settlement = &hitlv1.Settlement{Reply: reply, ReplyUID: uid, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
 }
 
 // reply gives one reply its outcome, applying it to the question when it is
@@ -213,7 +222,7 @@ func (d *decider) settle(reply string, answers []hitlv1.AnswerItem, by *hitlv1.U
 // changes nothing.
 func (d *decider) reply(r *hitlv1.QuestionReply) {
 	q := d.in.Question
-	if s := d.st.Settlement; s != nil && s.Reply == r.Name {
+	if s := d.st.Settlement; s != nil && s.Is(r) {
 		if s.Late {
 			d.outcome(r, hitlv1.OutcomeAdmitted, "", fmt.Sprintf("admitted by the agent; settled question %s late", q.Name))
 		} else {
@@ -221,7 +230,7 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		}
 		return
 	}
-	if qr := d.st.QueuedReply; qr != nil && qr.Name == r.Name {
+	if qr := d.st.QueuedReply; qr != nil && qr.Is(r) {
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
 		return
 	}
@@ -240,7 +249,11 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		return
 	}
 	if why, refused := d.in.Refused[r.Name]; refused {
-		d.reject(r, why.Code, why.Message)
+		d.rejectAlone(r, why.Code, why.Message)
+		return
+	}
+	if code, why := foreign(q, r); code != "" {
+		d.rejectAlone(r, code, why)
 		return
 	}
 
@@ -259,34 +272,75 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
 			return
 		}
-		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewMicroTime(d.in.Now)}
+		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, UID: r.UID, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewMicroTime(d.in.Now)}
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
 	case hitlv1.StateOpen:
 		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
 			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
 			return
 		}
-		d.settle(r.Name, r.Spec.Answers, r.Spec.AnsweredBy, false)
+		d.settle(r.Name, r.UID, r.Spec.Answers, r.Spec.AnsweredBy, false)
 		d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
 	}
 }
 
+// foreign reports why a new reply may not answer q whatever q's state: it
+// was made for another question of the same name (it names another UID,
+// it was created before q, or another question owns it), or it comes from
+// the identity that asked an Approval or PlanReview question.
+func foreign(q *hitlv1.UserQuestion, r *hitlv1.QuestionReply) (hitlv1.ErrorCode, string) {
+	if uid := r.Spec.QuestionRef.UID; uid != "" && uid != q.UID {
+		return hitlv1.CodeNotAnswerable, fmt.Sprintf("reply %s answers question %s with UID %s (spec.questionRef.uid), not the live question's %s",
+			r.Name, q.Name, uid, q.UID)
+	}
+	if r.CreationTimestamp.Before(&q.CreationTimestamp) {
+		return hitlv1.CodeNotAnswerable, fmt.Sprintf("reply %s was created at %s, before question %s (spec.questionRef.name) was asked at %s",
+			r.Name, r.CreationTimestamp.UTC().Format(time.RFC3339), q.Name, q.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	for _, o := range r.OwnerReferences {
+		if o.Kind == "UserQuestion" && o.APIVersion == hitlv1.GroupVersion.String() && o.UID != q.UID {
+			return hitlv1.CodeNotAnswerable, fmt.Sprintf("reply %s belongs to an earlier question %s (UID %s, metadata.ownerReferences)", r.Name, o.Name, o.UID)
+		}
+	}
+	if q.NeedsOtherApprover() && hitlv1.SameUser(r.Spec.AnsweredBy, q.Spec.AskedBy) {
+		return hitlv1.CodeSelfApproval, fmt.Sprintf("%s asked question %s (spec.askedBy) and may not answer its own %s (spec.answeredBy)",
+			q.Spec.AskedBy.Username, q.Name, "Approval or PlanReview question")
+	}
+	return "", ""
+}
+
 func (d *decider) reject(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, message string) {
+	d.change(r, ReplyChange{Outcome: hitlv1.OutcomeRejected, Reason: code, Message: coded(code, message)})
+}
+
+// rejectAlone rejects a reply for what it is, not for the question's
+// state: its outcome needs no fence (see ReplyChange.Alone).
+func (d *decider) rejectAlone(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, message string) {
+	d.change(r, ReplyChange{Outcome: hitlv1.OutcomeRejected, Reason: code, Message: coded(code, message), Alone: true})
+}
+
+func coded(code hitlv1.ErrorCode, message string) string {
 	if !strings.HasPrefix(message, string(code)+": ") {
 		message = string(code) + ": " + message
 	}
-	d.outcome(r, hitlv1.OutcomeRejected, code, message)
+	return message
 }
 
 func (d *decider) outcome(r *hitlv1.QuestionReply, outcome hitlv1.ReplyOutcome, reason hitlv1.ErrorCode, message string) {
+	d.change(r, ReplyChange{Outcome: outcome, Reason: reason, Message: message})
+}
+
+// change records c as reply r's new outcome, unless r is being deleted or
+// already has it.
+func (d *decider) change(r *hitlv1.QuestionReply, c ReplyChange) {
 	if r.DeletionTimestamp != nil {
 		return
 	}
-	message = hitlv1.TruncateMessage(message)
-	if r.Status.Outcome == outcome && r.Status.Reason == reason && r.Status.Message == message {
+	c.Name, c.Message = r.Name, hitlv1.TruncateMessage(c.Message)
+	if r.Status.Outcome == c.Outcome && r.Status.Reason == c.Reason && r.Status.Message == c.Message {
 		return
 	}
-	d.changes = append(d.changes, ReplyChange{Name: r.Name, Outcome: outcome, Reason: reason, Message: message})
+	d.changes = append(d.changes, c)
 }
 
 // expiryRecheck is how soon a question whose TTL has already passed is

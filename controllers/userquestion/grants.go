@@ -10,9 +10,13 @@ import (
 
 // grantTTL is how long the controller reuses an authorizer's "allowed" for
 // an author answering an agent. A revoked grant stops letting new replies
-// through within it; a new grant takes effect at once, as refusals are not
-// kept.
+// through within it.
 const grantTTL = 5 * time.Second
+
+// denialTTL is how long it reuses a "denied": a flood of refused replies
+// from one author costs one SubjectAccessReview per denialTTL, and a new
+// grant takes effect within it.
+const denialTTL = 2 * time.Second
 
 // maxGrants bounds the cache; past it, the cache starts afresh.
 const maxGrants = 10000
@@ -24,9 +28,12 @@ const maxGrants = 10000
 type grantCache struct {
 	mu      sync.Mutex
 	expires map[string]time.Time
+	denials map[string]time.Time
 }
 
-func newGrantCache() *grantCache { return &grantCache{expires: map[string]time.Time{}} }
+func newGrantCache() *grantCache {
+	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}}
+}
 
 // grantKey names an author (all of its stamped identity) answering agent in
 // namespace.
@@ -54,4 +61,26 @@ func (c *grantCache) allow(key string, now time.Time) {
 		c.expires = map[string]time.Time{}
 	}
 	c.expires[key] = now.Add(grantTTL)
+}
+
+// denied reports whether key was denied less than denialTTL before now.
+func (c *grantCache) denied(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.denials[key]
+	if ok && !now.Before(exp) {
+		delete(c.denials, key)
+		return false
+	}
+	return ok
+}
+
+// deny records that key was denied at now.
+func (c *grantCache) deny(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.denials) >= maxGrants {
+		c.denials = map[string]time.Time{}
+	}
+	c.denials[key] = now.Add(denialTTL)
 }

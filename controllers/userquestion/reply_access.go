@@ -30,7 +30,7 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 	}
 	for i := range replies {
 		reply := &replies[i]
-		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || implied(q, reply.Name) {
+		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || implied(q, reply) {
 			continue
 		}
 		if label, set := reply.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
@@ -49,8 +49,12 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 		// question after question one call every grantTTL.
 		key := grantKey(by, q.Namespace, q.Spec.Agent)
 		allowed, known := decided[key]
-		if !known && r.grants.allowed(key, r.Clock.Now()) {
+		switch {
+		case known:
+		case r.grants.allowed(key, r.Clock.Now()):
 			allowed, known = true, true
+		case r.grants.denied(key, r.Clock.Now()):
+			allowed, known = false, true
 		}
 		if !known {
 			var err error
@@ -60,6 +64,8 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 			decided[key] = allowed
 			if allowed {
 				r.grants.allow(key, r.Clock.Now())
+			} else {
+				r.grants.deny(key, r.Clock.Now())
 			}
 		}
 		if !allowed {
@@ -71,9 +77,10 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 
 // implied reports whether the question's status already names the reply
 // (its settlement or its queued reply): it was checked when it got there.
-func implied(q *hitlv1.UserQuestion, reply string) bool {
+// A reply re-created under the name of one that was is another reply.
+func implied(q *hitlv1.UserQuestion, reply *hitlv1.QuestionReply) bool {
 	st := &q.Status
-	return (st.Settlement != nil && st.Settlement.Reply == reply) || (st.QueuedReply != nil && st.QueuedReply.Name == reply)
+	return (st.Settlement != nil && st.Settlement.Is(reply)) || (st.QueuedReply != nil && st.QueuedReply.Is(reply))
 }
 
 // adopt gives the replies of q that lack them the labels that let answerers

@@ -40,6 +40,11 @@ func subject(user authenticationv1.UserInfo) access.Subject {
 }
 
 // replyKind is the kind the reply webhook's denials name.
+// userInfo is the stamped form of an authenticated user.
+func userInfo(user authenticationv1.UserInfo) *hitlv1.UserInfo {
+	return &hitlv1.UserInfo{Username: user.Username, UID: user.UID, Groups: user.Groups}
+}
+
 var replyKind = hitlv1.GroupVersion.WithKind("QuestionReply").GroupKind()
 
 // denial is the error the reply webhook returns for a broken rule: a

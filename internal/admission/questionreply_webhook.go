@@ -47,7 +47,7 @@ func (w *ReplyWebhook) Default(ctx context.Context, r *hitlv1.QuestionReply) err
 	if err != nil {
 		return err
 	}
-	r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: user.Username, UID: user.UID, Groups: user.Groups}
+	r.Spec.AnsweredBy = userInfo(user)
 
 	q, err := w.question(ctx, r)
 	if err != nil || q == nil {
@@ -66,9 +66,12 @@ func (w *ReplyWebhook) Default(ctx context.Context, r *hitlv1.QuestionReply) err
 }
 
 // ValidateCreate refuses, in this order: a reply to a missing question
-// (NOT_ANSWERABLE), from a user who may not answer the agent (FORBIDDEN), to
-// a Settled or Cancelled question (NOT_ANSWERABLE), while a reply is queued
-// (REPLY_QUEUED), or with a bad batch (BAD_ANSWER).
+// (NOT_ANSWERABLE), from a user who may not answer the agent (FORBIDDEN),
+// naming another agent (AGENT_MISMATCH), for a question of another UID
+// (NOT_ANSWERABLE), from the identity that asked an Approval or PlanReview
+// question (SELF_APPROVAL), to a Settled or Cancelled question
+// (NOT_ANSWERABLE), while a reply is queued (REPLY_QUEUED), or with a bad
+// batch (BAD_ANSWER).
 func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionReply) (admission.Warnings, error) {
 	q, err := w.question(ctx, r)
 	if err != nil {
@@ -90,6 +93,12 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 	}
 	if label, set := r.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
 		return nil, denial(r, hitlv1.CodeAgentMismatch, "metadata.labels", "label %s=%q names another agent than question %s's %q", hitlv1.AgentLabel, label, q.Name, q.Spec.Agent)
+	}
+	if uid := r.Spec.QuestionRef.UID; uid != "" && uid != q.UID {
+		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.uid", "reply answers question %s with UID %s, not the live question's %s", q.Name, uid, q.UID)
+	}
+	if q.NeedsOtherApprover() && hitlv1.SameUser(userInfo(user), q.Spec.AskedBy) {
+		return nil, denial(r, hitlv1.CodeSelfApproval, "spec.answeredBy", "%s asked question %s (spec.askedBy) and may not answer its own Approval or PlanReview question", user.Username, q.Name)
 	}
 	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &q.Status); code != "" {
 		if code == hitlv1.CodeReplyQueued {

@@ -2,9 +2,12 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -42,8 +45,25 @@ func (w *QuestionWebhook) Default(ctx context.Context, q *hitlv1.UserQuestion) e
 		}
 		q.Labels[hitlv1.AgentLabel] = q.Spec.Agent
 	}
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Create && q.Spec.AskedAt == nil {
-		q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(w.now()))
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("no admission request in context: %w", err))
+	}
+	switch req.Operation {
+	case admissionv1.Create:
+		if q.Spec.AskedAt == nil {
+			q.Spec.AskedAt = ptr.To(metav1.NewMicroTime(w.now()))
+		}
+		q.Spec.AskedBy = userInfo(req.UserInfo)
+	case admissionv1.Update:
+		// An update that leaves spec.askedBy out keeps the stamped one.
+		if q.Spec.AskedBy == nil {
+			old := &hitlv1.UserQuestion{}
+			if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+				return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored question: %v", err))
+			}
+			q.Spec.AskedBy = old.Spec.AskedBy
+		}
 	}
 	return nil
 }

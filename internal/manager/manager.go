@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -78,7 +77,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	// leader-elected controller is only once it leads; registered here,
 	// the informers start with the manager, so a replica that takes over
 	// reconciles at once instead of listing everything first.
-	for _, obj := range []client.Object{&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}, &coordinationv1.Lease{}} {
+	for _, obj := range []client.Object{&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}, &hitlv1.QuestionClaim{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("starting the informer of %T: %w", obj, err)
 		}
@@ -89,6 +88,9 @@ func Setup(mgr ctrl.Manager, c Config) error {
 		}
 		if err := (&admission.ReplyWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the reply webhooks: %w", err)
+		}
+		if err := (&admission.ClaimWebhook{}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the claim webhook: %w", err)
 		}
 		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err

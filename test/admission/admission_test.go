@@ -402,7 +402,7 @@ var answeringCases = []admissionCase{
 var _ = Describe("Admission", func() {
 	for _, mode := range modes {
 		var entries []TableEntry
-		for _, c := range append(append([]admissionCase{}, askingCases...), answeringCases...) {
+		for _, c := range append(append(append([]admissionCase{}, askingCases...), answeringCases...), tenancyCases...) {
 			if c.in(mode) {
 				entries = append(entries, Entry(c.name, c))
 			}
