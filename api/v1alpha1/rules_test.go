@@ -102,8 +102,9 @@ func TestClaimLeaseBounds(t *testing.T) {
 		{ptr.To[int32](301), 300 * time.Second},
 		{ptr.To[int32](1 << 30), 300 * time.Second},
 	} {
-		if got := hitlv1.ClaimLeaseDuration(c.in); got != c.want {
-			t.Errorf("ClaimLeaseDuration(%v) = %v, want %v", ptr.Deref(c.in, -1), got, c.want)
+		claim := &hitlv1.QuestionClaim{Spec: hitlv1.QuestionClaimSpec{DurationSeconds: ptr.Deref(c.in, 0)}}
+		if got := hitlv1.ClaimDuration(claim); got != c.want {
+			t.Errorf("ClaimDuration(%v) = %v, want %v", ptr.Deref(c.in, -1), got, c.want)
 		}
 	}
 }
@@ -159,8 +160,8 @@ func TestReplyMessageLimitMatchesTheCRD(t *testing.T) {
 
 func TestErrorCodes(t *testing.T) {
 	codes := hitlv1.ErrorCodes()
-	if len(codes) != 10 {
-		t.Fatalf("ErrorCodes() has %d codes, want the 9 of the specification and ASK_ABORTED", len(codes))
+	if len(codes) != 12 {
+		t.Fatalf("ErrorCodes() has %d codes, want the 9 of the specification, ASK_ABORTED, NOT_OWNER and SELF_APPROVAL", len(codes))
 	}
 	for _, c := range codes {
 		if !c.Known() {

@@ -4,7 +4,8 @@
 // shared secret header, or mTLS with the proxy's client certificate), and
 // acts as that person through impersonation, so that RBAC and hitl's
 // admission rules apply to them and answeredBy names them. A request
-// without the proof or the user header gets 401.
+// without the proof or the user header, or with an identity header given
+// twice, gets 401.
 package main
 
 import (
@@ -32,7 +33,7 @@ func main() {
 		namespaces   = flag.String("namespaces", "", "comma-separated namespaces whose questions are listed (default: every namespace; people then need to list questions cluster-wide)")
 		agents       = flag.String("agents", "", "comma-separated agents whose questions are listed (default: all)")
 		userHeader   = flag.String("user-header", inbox.DefaultUserHeader, "the proxy's header that names the user")
-		groupsHeader = flag.String("groups-header", inbox.DefaultGroupsHeader, "the proxy's header that lists the user's groups (comma-separated or repeated)")
+		groupsHeader = flag.String("groups-header", inbox.DefaultGroupsHeader, "the proxy's header that lists the user's groups, comma-separated in one header (a request that repeats it is refused)")
 		secretHeader = flag.String("proxy-secret-header", inbox.DefaultSecretHeader, "the header in which the proxy sends the shared secret")
 		secretFile   = flag.String("proxy-secret-file", "", "file holding the secret shared with the proxy (at least 16 bytes)")
 		certFile     = flag.String("tls-cert-file", "", "serve TLS with this certificate (needed for mTLS)")
@@ -40,6 +41,7 @@ func main() {
 		clientCA     = flag.String("client-ca-file", "", "mTLS: require a client certificate signed by this CA")
 		clientNames  = flag.String("proxy-client-names", "", "mTLS: comma-separated names (common name or DNS SAN), one of which the proxy's client certificate must carry")
 		title        = flag.String("title", "hitl inbox", "the page's title")
+		maxStreams   = flag.Int("max-streams-per-person", 8, "live event streams (open inbox pages) one person may hold at once; one more is answered 429")
 		qps          = flag.Float64("kube-api-qps", 50, "client-side limit of API requests per second, per person")
 		burst        = flag.Int("kube-api-burst", 100, "client-side burst of API requests, per person")
 	)
@@ -48,7 +50,7 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("hitl-inbox")
-	if err := run(log, *addr, *namespaces, *agents, *title, *qps, *burst, &inbox.ProxyAuth{
+	if err := run(log, *addr, *namespaces, *agents, *title, *qps, *burst, *maxStreams, &inbox.ProxyAuth{
 		UserHeader: *userHeader, GroupsHeader: *groupsHeader, SecretHeader: *secretHeader, ClientNames: split(*clientNames),
 	}, *secretFile, *certFile, *keyFile, *clientCA); err != nil {
 		log.Error(err, "The inbox stopped")
@@ -56,7 +58,7 @@ func main() {
 	}
 }
 
-func run(log logr.Logger, addr, namespaces, agents, title string, qps float64, burst int, auth *inbox.ProxyAuth, secretFile, certFile, keyFile, clientCA string) error {
+func run(log logr.Logger, addr, namespaces, agents, title string, qps float64, burst, maxStreams int, auth *inbox.ProxyAuth, secretFile, certFile, keyFile, clientCA string) error {
 	if secretFile != "" {
 		secret, err := os.ReadFile(secretFile)
 		if err != nil {
@@ -67,6 +69,9 @@ func run(log logr.Logger, addr, namespaces, agents, title string, qps float64, b
 	if err := auth.Check(); err != nil {
 		return err
 	}
+	if maxStreams < 1 {
+		return errors.New("--max-streams-per-person must be at least 1")
+	}
 	if len(auth.ClientNames) > 0 && (clientCA == "" || certFile == "") {
 		return errors.New("--proxy-client-names needs --client-ca-file and --tls-cert-file: mTLS is how the proxy's certificate is verified")
 	}
@@ -74,7 +79,7 @@ func run(log logr.Logger, addr, namespaces, agents, title string, qps float64, b
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	srv, err := inbox.New(inbox.Options{
 		Auth: auth, Clients: inbox.ImpersonatingClients(cfg),
-		Namespaces: split(namespaces), Agents: split(agents), Title: title, Log: ctrl.Log.WithName("inbox"),
+		Namespaces: split(namespaces), Agents: split(agents), MaxStreams: maxStreams, Title: title, Log: ctrl.Log.WithName("inbox"),
 	})
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@
 // Every request carries "Authorization: Bearer <token>", a ServiceAccount
 // token for the audience hitl-mcp, which the server verifies with a
 // TokenReview; a call then acts as that ServiceAccount (impersonation) and
-// asks as the agent named after it, in its namespace.
+// asks as the agent named after it, in its namespace. With --tls-cert-file
+// and --tls-key-file it serves HTTPS, which it needs outside a service mesh
+// that encrypts traffic between pods: the tokens travel in every request.
 package main
 
 import (
@@ -30,20 +32,28 @@ func main() {
 		qps      = flag.Float64("kube-api-qps", 100, "client-side limit of API requests per second, per calling identity")
 		burst    = flag.Int("kube-api-burst", 200, "client-side burst of API requests, per calling identity")
 		grace    = flag.Duration("shutdown-grace", 15*time.Second, "how long a stopping server gives calls in progress to cancel their questions")
+		idle     = flag.Duration("session-idle-timeout", hitlmcp.DefaultSessionTimeout, "how long an MCP session may have no request in progress before the server closes it (negative: never)")
+		certFile = flag.String("tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); with --tls-key-file. Without both, plain HTTP")
+		keyFile  = flag.String("tls-key-file", "", "the PEM private key of --tls-cert-file")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("hitl-mcp")
+	if (*certFile == "") != (*keyFile == "") {
+		log.Error(errors.New("--tls-cert-file and --tls-key-file go together"), "Invalid flags")
+		os.Exit(2)
+	}
 
 	ctx := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{
-		Options:  hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, Context: ctx},
-		Config:   cfg,
-		Audience: *audience,
+		Options:        hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, Context: ctx},
+		Config:         cfg,
+		Audience:       *audience,
+		SessionTimeout: *idle,
 	})
 	if err != nil {
 		log.Error(err, "Unable to set up the MCP server")
@@ -68,8 +78,18 @@ func main() {
 		}
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Info("Serving MCP", "address", *addr, "path", "/mcp", "audience", *audience)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	scheme := "https"
+	if *certFile == "" {
+		scheme = "http"
+		log.Info("Warning: plain HTTP, callers' tokens travel in clear; TLS (--tls-cert-file, --tls-key-file) is required outside a service mesh that encrypts traffic between pods")
+	}
+	log.Info("Serving MCP", "address", *addr, "scheme", scheme, "path", "/mcp", "audience", *audience, "sessionIdleTimeout", *idle)
+	if *certFile != "" {
+		err = srv.ListenAndServeTLS(*certFile, *keyFile)
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error(err, "The MCP server stopped")
 		os.Exit(1)
 	}

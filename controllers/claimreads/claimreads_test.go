@@ -3,13 +3,13 @@ package claimreads
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -18,17 +18,17 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
-// countingLeases answers lists of Leases with its claims, counting them;
-// while gate is set, each list waits for it to be closed.
-type countingLeases struct {
+// countingClaims answers lists of QuestionClaims with its claims, counting
+// the calls; while gate is set, each list waits for it to be closed.
+type countingClaims struct {
 	client.Reader
 	lists  atomic.Int32
 	gate   chan struct{}
 	fail   atomic.Bool
-	leases []coordinationv1.Lease
+	claims []hitlv1.QuestionClaim
 }
 
-func (c *countingLeases) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+func (c *countingClaims) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
 	c.lists.Add(1)
 	if c.gate != nil {
 		<-c.gate
@@ -36,17 +36,18 @@ func (c *countingLeases) List(_ context.Context, list client.ObjectList, _ ...cl
 	if c.fail.Load() {
 		return errors.New("the API server is away")
 	}
-	list.(*coordinationv1.LeaseList).Items = append([]coordinationv1.Lease(nil), c.leases...)
+	list.(*hitlv1.QuestionClaimList).Items = append([]hitlv1.QuestionClaim(nil), c.claims...)
 	return nil
 }
 
-func claimOf(question, name string) coordinationv1.Lease {
+func claimOf(question, name string) hitlv1.QuestionClaim {
 	return claimIn("agents", question, name)
 }
 
-func claimIn(namespace, question, name string) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
-		Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: question}}}
+func claimIn(namespace, question, name string) hitlv1.QuestionClaim {
+	return hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: question}, Agent: "bot",
+			Holder: &hitlv1.UserInfo{Username: name}, DurationSeconds: 30}}
 }
 
 var deployPlan = types.NamespacedName{Namespace: "agents", Name: "deploy-plan"}
@@ -54,7 +55,7 @@ var deployPlan = types.NamespacedName{Namespace: "agents", Name: "deploy-plan"}
 func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	api := &countingLeases{gate: make(chan struct{}), leases: []coordinationv1.Lease{
+	api := &countingClaims{gate: make(chan struct{}), claims: []hitlv1.QuestionClaim{
 		claimOf("deploy-plan", "alice"), claimOf("other-plan", "bob"), claimIn("others", "deploy-plan", "dave"), claimOf("deploy-plan", "carol")}}
 	reads := New(api, clk)
 	deadline := seen
@@ -110,7 +111,7 @@ func TestClaimReadsShareAReadSentAfterTheDeadline(t *testing.T) {
 func TestClaimReadsAreSharedAcrossNamespaces(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	api := &countingLeases{leases: []coordinationv1.Lease{
+	api := &countingClaims{claims: []hitlv1.QuestionClaim{
 		claimIn("team-a", "plan", "alice"), claimIn("team-b", "plan", "bob"), claimIn("team-b", "other", "carol")}}
 	reads := New(api, clk)
 	clk.Step(200 * time.Millisecond)
@@ -144,7 +145,7 @@ func TestClaimReadsAreSharedAcrossNamespaces(t *testing.T) {
 func TestClaimReadsFailedReadIsNotShared(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	api := &countingLeases{}
+	api := &countingClaims{}
 	api.fail.Store(true)
 	reads := New(api, clk)
 	if _, err := reads.Since(ctx, seen); err == nil {
@@ -159,7 +160,7 @@ func TestClaimReadsFailedReadIsNotShared(t *testing.T) {
 func TestClaimReadsKeepOnlyTheNewest(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	reads := New(&countingLeases{}, clk)
+	reads := New(&countingClaims{}, clk)
 	for range 5 {
 		clk.Step(claimReadMaxAge + time.Second)
 		if _, err := reads.Since(ctx, clk.Now()); err != nil {
@@ -177,7 +178,7 @@ func TestClaimReadsKeepOnlyTheNewest(t *testing.T) {
 func TestClaimReadsAWindowDueDuringAReadGetsAReadSentWithinTheSpacing(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	api := &countingLeases{gate: make(chan struct{}), leases: []coordinationv1.Lease{claimOf("deploy-plan", "alice")}}
+	api := &countingClaims{gate: make(chan struct{}), claims: []hitlv1.QuestionClaim{claimOf("deploy-plan", "alice")}}
 	reads := New(api, clk)
 	window := func(due time.Time) <-chan *Read {
 		got := make(chan *Read, 1)
@@ -225,7 +226,7 @@ func TestClaimReadsAWindowDueDuringAReadGetsAReadSentWithinTheSpacing(t *testing
 func TestClaimReadsNoMoreThanClaimReadsInFlight(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(seen)
-	api := &countingLeases{gate: make(chan struct{})}
+	api := &countingClaims{gate: make(chan struct{})}
 	reads := New(api, clk)
 	var wg sync.WaitGroup
 	due := make([]time.Time, 100)
@@ -260,11 +261,101 @@ func TestClaimReadsNoMoreThanClaimReadsInFlight(t *testing.T) {
 	}
 }
 
-func awaitLists(t *testing.T, api *countingLeases, n int32) {
+func awaitLists(t *testing.T, api *countingClaims, n int32) {
 	t.Helper()
 	for start := time.Now(); api.lists.Load() < n; time.Sleep(time.Millisecond) {
 		if time.Since(start) > 5*time.Second {
 			t.Fatalf("%d reads sent, want %d", api.lists.Load(), n)
 		}
+	}
+}
+
+// pagedClaims serves its claims a page at a time, as the API server does
+// for a list with a limit, and records the options of each call.
+type pagedClaims struct {
+	client.Reader
+	claims []hitlv1.QuestionClaim
+	calls  []client.ListOptions
+	// failCall, when set, is the call (1 for the first) that fails.
+	failCall int
+}
+
+func (p *pagedClaims) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	p.calls = append(p.calls, o)
+	if len(p.calls) == p.failCall {
+		return errors.New("the API server is away")
+	}
+	from := 0
+	if o.Continue != "" {
+		if _, err := fmt.Sscanf(o.Continue, "from-%d", &from); err != nil {
+			return fmt.Errorf("a continue token the server never gave: %q", o.Continue)
+		}
+	}
+	to := len(p.claims)
+	if o.Limit > 0 {
+		to = min(to, from+int(o.Limit))
+	}
+	l := list.(*hitlv1.QuestionClaimList)
+	l.Items = append([]hitlv1.QuestionClaim(nil), p.claims[from:to]...)
+	l.Continue = ""
+	if to < len(p.claims) {
+		l.Continue = fmt.Sprintf("from-%d", to)
+	}
+	return nil
+}
+
+// A flood of claims is read a page at a time, never in one list: the read
+// holds every page's claims.
+func TestClaimReadsReadAPageAtATime(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(seen)
+	api := &pagedClaims{}
+	n := 2*claimReadPage + 500
+	for i := range n {
+		question := "other-plan"
+		if i%500 == 0 {
+			question = "deploy-plan"
+		}
+		api.claims = append(api.claims, claimOf(question, fmt.Sprintf("c-%05d", i)))
+	}
+	r, err := New(api, clk).Since(ctx, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(api.calls) != 3 {
+		t.Fatalf("%d list calls for %d claims in pages of %d, want 3", len(api.calls), n, claimReadPage)
+	}
+	for i, c := range api.calls {
+		if c.Limit != claimReadPage {
+			t.Errorf("call %d asked for %d claims, want a page of %d", i, c.Limit, claimReadPage)
+		}
+		if want := map[int]string{0: "", 1: "from-1000", 2: "from-2000"}[i]; c.Continue != want {
+			t.Errorf("call %d continued from %q, want %q", i, c.Continue, want)
+		}
+	}
+	if got := len(r.claims); got != n {
+		t.Errorf("the read holds %d claims, want all %d", got, n)
+	}
+	var names []string
+	for _, c := range r.Of(deployPlan) {
+		names = append(names, c.Name)
+	}
+	if want := []string{"c-00000", "c-00500", "c-01000", "c-01500", "c-02000"}; !slices.Equal(names, want) {
+		t.Errorf("claims of deploy-plan: %v, want %v, from every page", names, want)
+	}
+}
+
+// A read whose later page fails is a failed read, not a read of the first
+// pages: the claims of the missing pages would let windows close.
+func TestClaimReadsAFailedPageFailsTheRead(t *testing.T) {
+	clk := clocktesting.NewFakeClock(seen)
+	api := &pagedClaims{failCall: 2}
+	for i := range claimReadPage + 1 {
+		api.claims = append(api.claims, claimOf("deploy-plan", fmt.Sprintf("c-%05d", i)))
+	}
+	if r, err := New(api, clk).Since(context.Background(), seen); err == nil {
+		t.Fatalf("a read whose second page failed returned %d claims and no error", len(r.claims))
 	}
 }

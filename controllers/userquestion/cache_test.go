@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -142,5 +143,62 @@ func TestATimedQuestionGoesAheadAtItsDeadlineBeforeItsFirstLook(t *testing.T) {
 	req, priority, _ := queue.GetWithPriority()
 	if req.Name != "timed" || priority != scheduledPriority {
 		t.Fatalf("at its deadline, dequeued %s at priority %d; want timed at %d, ahead of the others", req.Name, priority, scheduledPriority)
+	}
+}
+
+// The cache keeps no question text, only what replies are checked
+// against: a decision on a cached question is the decision on the
+// question as the API server holds it.
+func TestTrimForCacheDropsAQuestionsTextAndKeepsWhatRepliesAreCheckedAgainst(t *testing.T) {
+	full := func() *hitlv1.UserQuestion {
+		q := aQuestion().asks("plan", "yes", "no").planReview("yes").asks("ok", "allow", "deny").approval("allow", "deny").q.DeepCopy()
+		for i := range q.Spec.Questions {
+			qq := &q.Spec.Questions[i]
+			qq.Header, qq.Detail = "Header "+qq.ID, strings.Repeat("detail ", 1000)
+			qq.Options[0].Description = "the first"
+		}
+		q.Spec.Questions[0].MultiSelect = true
+		q.Spec.Questions[2].Intent.Approval.Subject = &hitlv1.ApprovalSubject{}
+		q.Spec.Questions[2].Intent.Approval.Display = &hitlv1.ApprovalDisplay{Question: hitlv1.LocalizedText{"en": "May I?"}}
+		return q
+	}
+	out, err := trimForCache(full())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*hitlv1.UserQuestion)
+	want := full()
+	for i, qq := range got.Spec.Questions {
+		w := want.Spec.Questions[i]
+		if qq.Question != "" || qq.Detail != "" || qq.Header != "" || qq.Options[0].Description != "" {
+			t.Errorf("question %s keeps its text: %+v", qq.ID, qq)
+		}
+		if qq.ID != w.ID || qq.MultiSelect != w.MultiSelect || len(qq.Options) != len(w.Options) || qq.Options[1].Label != w.Options[1].Label {
+			t.Errorf("question %s lost what replies are checked against: %+v, want %+v", qq.ID, qq, w)
+		}
+		if (qq.Intent == nil) != (w.Intent == nil) || (qq.Intent != nil && qq.Intent.Type != w.Intent.Type) {
+			t.Errorf("question %s lost its intent: %+v", qq.ID, qq.Intent)
+		}
+	}
+	if a := got.Spec.Questions[2].Intent.Approval; a.Subject != nil || a.Display != nil || a.Approve != "allow" || a.Reject != "deny" {
+		t.Errorf("the approval keeps its subject or display, or lost its labels: %+v", a)
+	}
+	if p := got.Spec.Questions[1].Intent.PlanReview; p == nil || p.Approve != "yes" {
+		t.Errorf("the plan review lost its label: %+v", p)
+	}
+
+	for _, answers := range [][]hitlv1.AnswerItem{
+		{{ID: "color", Selected: []string{"red", "blue"}}, {ID: "plan", Selected: []string{"yes"}}, {ID: "ok", Selected: []string{"allow"}}},
+		{{ID: "color", Selected: []string{"purple"}}, {ID: "plan", Selected: []string{"yes"}}, {ID: "ok", Selected: []string{"allow"}}},
+		{{ID: "color", Selected: []string{"red"}}, {ID: "plan", Selected: []string{"yes"}}, {ID: "ok", Custom: "sure"}},
+	} {
+		r := aReply("r1").created(secs(1)).r
+		r.Spec.Answers = answers
+		decide := func(q *hitlv1.UserQuestion) Decision {
+			return Decide(Inputs{Question: q, Replies: []hitlv1.QuestionReply{*r.DeepCopy()}, Now: secs(1)})
+		}
+		if a, b := decide(full()), decide(got.DeepCopy()); !equality.Semantic.DeepEqual(a, b) {
+			t.Errorf("answers %s: the cached question decides\n%s\nthe stored one\n%s", dump(answers), dump(b), dump(a))
+		}
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-		"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )

@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -79,11 +78,14 @@ func events(ns, name, reason string) func() int {
 	}
 }
 
-func claim(ns, name, questionName, holder string, seconds int32) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: questionName}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+// claim is a claim by holder on a question of agent "bot" (the builders'
+// default), with its holder stamped as admission would: this suite runs
+// without admission.
+func claim(ns, name, questionName, holder string, seconds int32) *hitlv1.QuestionClaim {
+	return &hitlv1.QuestionClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: questionName}, Agent: "bot",
+			Holder: &hitlv1.UserInfo{Username: holder, Groups: []string{AuthenticatedGroup}}, DurationSeconds: seconds,
 			RenewTime: &metav1.MicroTime{Time: time.Now()}},
 	}
 }
@@ -217,6 +219,94 @@ var _ = Describe("A reply's author", func() {
 		Expect(got.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "office-bot"))
 	})
 
+	It("re-created under the settled reply's name by someone without the grant is Rejected FORBIDDEN, not Applied, and the question is unchanged", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("r1", ns, "deploy").Select("env", "staging").AnsweredBy("alice").Obj())).To(Succeed())
+		Eventually(outcome(ns, "r1")).Should(Equal(hitlv1.OutcomeApplied))
+		first := &hitlv1.QuestionReply{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "r1"}, first)).To(Succeed())
+		settled := question(ns, "deploy")().Status
+		Expect(settled.State).To(Equal(hitlv1.StateSettled))
+		Expect(settled.Settlement.ReplyUID).To(Equal(first.UID))
+
+		Expect(k8s.Delete(ctx, first)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "r1"}, &hitlv1.QuestionReply{}))
+		}).Should(BeTrue())
+		again := unauthorized("r1", "deploy")
+		Expect(k8s.Create(ctx, again)).To(Succeed())
+		Expect(again.UID).NotTo(Equal(first.UID))
+
+		Eventually(outcome(ns, "r1")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "r1")().Reason).To(Equal(hitlv1.CodeForbidden))
+		Expect(reply(ns, "r1")().Message).To(HavePrefix(`FORBIDDEN: user "mallory" may not answer`))
+		Consistently(func() hitlv1.UserQuestionStatus { return question(ns, "deploy")().Status }, "500ms").
+			Should(And(
+				WithTransform(func(st hitlv1.UserQuestionStatus) hitlv1.QuestionState { return st.State }, Equal(hitlv1.StateSettled)),
+				WithTransform(func(st hitlv1.UserQuestionStatus) *hitlv1.Settlement { return st.Settlement }, Equal(settled.Settlement)),
+				WithTransform(func(st hitlv1.UserQuestionStatus) []hitlv1.AnswerItem { return st.Answers }, Equal(settled.Answers))))
+		Expect(events(ns, "deploy", "Settled")()).To(Equal(1))
+	})
+
+	It("naming another question's UID in spec.questionRef.uid is Rejected NOT_ANSWERABLE, and the question stays Open", func() {
+		Expect(k8s.Create(ctx, Question("deploy", ns).Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
+		Eventually(state(ns, "deploy")).Should(Equal(hitlv1.StateOpen))
+		stale := Reply("stale", ns, "deploy").Select("env", "prod").AnsweredBy("alice").Obj()
+		stale.Spec.QuestionRef.UID = "uid-of-an-earlier-deploy"
+		Expect(k8s.Create(ctx, stale)).To(Succeed())
+		Eventually(outcome(ns, "stale")).Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "stale")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
+		Expect(reply(ns, "stale")().Message).To(ContainSubstring("spec.questionRef.uid"))
+		Consistently(state(ns, "deploy"), "500ms").Should(Equal(hitlv1.StateOpen))
+
+		By("a reply naming the live question's UID settles it")
+		fresh := Reply("fresh", ns, "deploy").Select("env", "staging").AnsweredBy("alice").Obj()
+		fresh.Spec.QuestionRef.UID = question(ns, "deploy")().UID
+		Expect(k8s.Create(ctx, fresh)).To(Succeed())
+		Eventually(outcome(ns, "fresh")).Should(Equal(hitlv1.OutcomeApplied))
+		Expect(question(ns, "deploy")().Status.Settlement.ReplyUID).To(Equal(fresh.UID))
+	})
+
+	Describe("that asked the question", func() {
+		asker := &hitlv1.UserInfo{Username: "asker", UID: "uid-asker", Groups: []string{AuthenticatedGroup}}
+		askedBy := func(q *hitlv1.UserQuestion) *hitlv1.UserQuestion { q.Spec.AskedBy = asker; return q }
+
+		for _, intent := range []struct {
+			name string
+			q    func() *hitlv1.UserQuestion
+			yes  string
+		}{
+			{"Approval", func() *hitlv1.UserQuestion {
+				return Question("ask", ns).Ask("a", "May I?", "allow", "deny").Approval("allow", "deny", "").Obj()
+			}, "allow"},
+			{"PlanReview", func() *hitlv1.UserQuestion {
+				return Question("ask", ns).Ask("a", "Run it?", "yes", "no").Detail("1. do it").PlanReview("yes").Obj()
+			}, "yes"},
+		} {
+			It("is Rejected SELF_APPROVAL on its own "+intent.name+" question, which another answerer then settles", func() {
+				Expect(k8s.Create(ctx, askedBy(intent.q()))).To(Succeed())
+				Expect(k8s.Create(ctx, Reply("self", ns, "ask").Select("a", intent.yes).AnsweredBy("asker").Obj())).To(Succeed())
+				Eventually(outcome(ns, "self")).Should(Equal(hitlv1.OutcomeRejected))
+				st := reply(ns, "self")()
+				Expect(st.Reason).To(Equal(hitlv1.CodeSelfApproval))
+				Expect(st.Message).To(HavePrefix("SELF_APPROVAL: asker asked question ask (spec.askedBy)"))
+				Eventually(events(ns, "self", string(hitlv1.CodeSelfApproval))).Should(Equal(1))
+				Consistently(state(ns, "ask"), "500ms").Should(Equal(hitlv1.StateOpen))
+
+				Expect(k8s.Create(ctx, Reply("other", ns, "ask").Select("a", intent.yes).AnsweredBy("alice").Obj())).To(Succeed())
+				Eventually(state(ns, "ask")).Should(Equal(hitlv1.StateSettled))
+				Expect(question(ns, "ask")().Status.Settlement.AnsweredBy.Username).To(Equal("alice"))
+			})
+		}
+
+		It("may answer its own question without an Approval or PlanReview intent", func() {
+			Expect(k8s.Create(ctx, askedBy(Question("ask", ns).Ask("env", "Where?", "staging", "prod").Obj()))).To(Succeed())
+			Expect(k8s.Create(ctx, Reply("self", ns, "ask").Select("env", "staging").AnsweredBy("asker").Obj())).To(Succeed())
+			Eventually(outcome(ns, "self")).Should(Equal(hitlv1.OutcomeApplied))
+			Expect(question(ns, "ask")().Status.Settlement.AnsweredBy.Username).To(Equal("asker"))
+		})
+	})
+
 	It("gets the agent and question labels and an owner reference when the reply lacks them", func() {
 		Expect(k8s.Create(ctx, Question("deploy", ns).Agent("release-bot").Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
 		q := question(ns, "deploy")()
@@ -309,7 +399,7 @@ var _ = Describe("A timed question", func() {
 		Expect(k8s.Create(ctx, claim(ns, "held-alice", "held", "alice", 30))).To(Succeed())
 		Expect(k8s.Create(ctx, Question("held", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
 		Eventually(func() []hitlv1.ClaimHolder { return question(ns, "held")().Status.Claims }).
-			Should(Equal([]hitlv1.ClaimHolder{{Lease: "held-alice", Holder: "alice"}}))
+			Should(Equal([]hitlv1.ClaimHolder{{Name: "held-alice", Holder: "alice"}}))
 		Consistently(state(ns, "held"), "2500ms").Should(Equal(hitlv1.StateOpen))
 
 		Expect(k8s.Delete(ctx, claim(ns, "held-alice", "held", "alice", 30))).To(Succeed())
@@ -327,6 +417,24 @@ var _ = Describe("A timed question", func() {
 		created := time.Now()
 		Eventually(state(ns, "lapsed"), "30s").Should(Equal(hitlv1.StateContinued))
 		Expect(time.Since(created)).To(BeNumerically(">=", 4*time.Second), "the claim held the window for its lease duration")
+	})
+
+	It("is not held open by a claim naming another agent, or one without a holder", func() {
+		// The claims first, as above: they exist when the window opens.
+		foreign := claim(ns, "unheld-foreign", "unheld", "alice", 30)
+		foreign.Spec.Agent = "other-bot"
+		Expect(k8s.Create(ctx, foreign)).To(Succeed())
+		unstamped := claim(ns, "unheld-unstamped", "unheld", "alice", 30)
+		unstamped.Spec.Holder = nil
+		Expect(k8s.Create(ctx, unstamped)).To(Succeed())
+		Expect(k8s.Create(ctx, Question("unheld", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
+		created := time.Now()
+		// Either claim, if it counted, would hold the window 30 s.
+		Eventually(state(ns, "unheld"), "10s", "10ms").Should(Equal(hitlv1.StateContinued))
+		Expect(time.Since(created)).To(BeNumerically("<", 10*time.Second))
+		q := question(ns, "unheld")()
+		Expect(q.Status.Claims).To(BeEmpty())
+		Expect(q.Status.ClaimCount).To(BeZero())
 	})
 
 	It("ignores claims on a blocking question except to list them", func() {
@@ -390,15 +498,17 @@ var _ = Describe("Hardening", func() {
 		Expect(events(ns, "now", "Settled")()).To(Equal(1), "the Settled event is written before the question is deleted")
 	})
 
-	It("lists 64 of 65 live claims, counts all of them, and keeps writing its status", func() {
+	It("counts and lists 64 of 100 live claims, the first by name, and keeps writing its status", func() {
 		Expect(k8s.Create(ctx, Question("crowded", ns).Ask("q", "Q?").Timeout(time.Hour).Obj())).To(Succeed())
-		for i := range 65 {
+		for i := range 100 {
 			Expect(k8s.Create(ctx, claim(ns, fmt.Sprintf("c-%03d", i), "crowded", fmt.Sprintf("person-%d", i), 60))).To(Succeed())
 		}
-		Eventually(func() int32 { return question(ns, "crowded")().Status.ClaimCount }, "30s").Should(BeEquivalentTo(65))
+		Eventually(func() int32 { return question(ns, "crowded")().Status.ClaimCount }, "30s").Should(BeEquivalentTo(hitlv1.MaxClaims))
+		Consistently(func() int32 { return question(ns, "crowded")().Status.ClaimCount }, "1s").Should(BeEquivalentTo(hitlv1.MaxClaims))
 		q := question(ns, "crowded")()
-		Expect(q.Status.Claims).To(HaveLen(hitlv1.MaxListedClaims))
-		Expect(q.Status.Claims[0].Lease).To(Equal("c-000"))
+		Expect(q.Status.Claims).To(HaveLen(hitlv1.MaxClaims))
+		Expect(q.Status.Claims[0].Name).To(Equal("c-000"))
+		Expect(q.Status.Claims[hitlv1.MaxClaims-1].Name).To(Equal("c-063"))
 
 		By("the question still settles")
 		Expect(k8s.Create(ctx, Reply("through", ns, "crowded").Custom("q", "finally").Obj())).To(Succeed())
@@ -527,6 +637,24 @@ var _ = Describe("A manager restart", Ordered, func() {
 		Expect(reply(ns, "after")().Reason).To(Equal(hitlv1.CodeReplyQueued))
 		Expect(question(ns, "rq")().Status.QueuedReply.Name).To(Equal("kept"))
 		Expect(outcome(ns, "kept")()).To(Equal(hitlv1.OutcomeQueued))
+	})
+
+	It("rejects a reply created before its question with NOT_ANSWERABLE, and the question stays Open", func() {
+		stopManager()
+		Expect(k8s.Create(ctx, Reply("early", ns, "later").Select("q", "yes").AnsweredBy("alice").Obj())).To(Succeed())
+		// Creation timestamps have whole seconds: the question's is a later one.
+		time.Sleep(1100 * time.Millisecond)
+		Expect(k8s.Create(ctx, Question("later", ns).Ask("q", "Q?", "yes", "no").Obj())).To(Succeed())
+		early := &hitlv1.QuestionReply{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "early"}, early)).To(Succeed())
+		Expect(early.CreationTimestamp.Before(&question(ns, "later")().CreationTimestamp)).To(BeTrue())
+		startManager()
+
+		Eventually(outcome(ns, "early"), "15s").Should(Equal(hitlv1.OutcomeRejected))
+		Expect(reply(ns, "early")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
+		Expect(reply(ns, "early")().Message).To(ContainSubstring("before question later"))
+		Consistently(state(ns, "later"), "500ms").Should(Equal(hitlv1.StateOpen))
+		Expect(question(ns, "later")().Status.Settlement).To(BeNil())
 	})
 
 	It("handles a deadline that passed while it was stopped as soon as it is back", func() {

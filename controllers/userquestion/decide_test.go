@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -33,11 +34,14 @@ type uqBuilder struct{ q hitlv1.UserQuestion }
 // with the options red, green and blue.
 func aQuestion() *uqBuilder {
 	b := &uqBuilder{q: hitlv1.UserQuestion{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: askName, Generation: 1, CreationTimestamp: metav1.NewTime(asked)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: askName, UID: askUID, Generation: 1, CreationTimestamp: metav1.NewTime(asked)},
 		Spec:       hitlv1.UserQuestionSpec{Agent: "coder"},
 	}}
 	return b.asks("color", "red", "green", "blue")
 }
+
+// askUID is the UID of the question under test.
+const askUID types.UID = "uid-" + askName
 
 // asks adds a single-select question to the ask.
 func (b *uqBuilder) asks(id string, options ...string) *uqBuilder {
@@ -68,15 +72,35 @@ func (b *uqBuilder) ttl(seconds int32) *uqBuilder {
 
 func (b *uqBuilder) cancelled() *uqBuilder { b.q.Spec.Cancelled = true; return b }
 
+// askedBy records who asked, as admission stamps it.
+func (b *uqBuilder) askedBy(u *hitlv1.UserInfo) *uqBuilder { b.q.Spec.AskedBy = u; return b }
+
+// approval gives the last question an Approval intent.
+func (b *uqBuilder) approval(approve, reject string) *uqBuilder {
+	b.last().Intent = &hitlv1.QuestionIntent{Type: hitlv1.IntentApproval,
+		Approval: &hitlv1.ApprovalIntent{Approve: approve, Reject: reject}}
+	return b
+}
+
+// planReview gives the last question a PlanReview intent.
+func (b *uqBuilder) planReview(approve string) *uqBuilder {
+	b.last().Intent = &hitlv1.QuestionIntent{Type: hitlv1.IntentPlanReview, PlanReview: &hitlv1.PlanReviewIntent{Approve: approve}}
+	b.last().Detail = "1. " + approve
+	return b
+}
+
+func (b *uqBuilder) last() *hitlv1.Question { return &b.q.Spec.Questions[len(b.q.Spec.Questions)-1] }
+
 // qrBuilder builds a QuestionReply to the question under test:
 //
 //	aReply("r1").created(secs(1)).selects("color", "red").by("bob")
 type qrBuilder struct{ r hitlv1.QuestionReply }
 
-// aReply is a reply from alice, created with the question, with no answers yet.
+// aReply is a reply from alice, created with the question, with no answers
+// yet. Its UID is "uid-<name>".
 func aReply(name string) *qrBuilder {
 	return &qrBuilder{r: hitlv1.QuestionReply{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: name, Generation: 1, CreationTimestamp: metav1.NewTime(asked)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: name, UID: replyUID(name), Generation: 1, CreationTimestamp: metav1.NewTime(asked)},
 		Spec: hitlv1.QuestionReplySpec{
 			QuestionRef: hitlv1.QuestionReference{Name: askName},
 			AnsweredBy:  &hitlv1.UserInfo{Username: "alice"},
@@ -98,6 +122,27 @@ func (b *qrBuilder) by(username string) *qrBuilder {
 	b.r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: username}
 	return b
 }
+
+// byUser sets the whole stamped identity of the author.
+func (b *qrBuilder) byUser(u *hitlv1.UserInfo) *qrBuilder { b.r.Spec.AnsweredBy = u; return b }
+
+// uid gives the reply another UID than aReply's: a reply re-created under
+// the same name.
+func (b *qrBuilder) uid(uid types.UID) *qrBuilder { b.r.UID = uid; return b }
+
+// answersUID sets spec.questionRef.uid.
+func (b *qrBuilder) answersUID(uid types.UID) *qrBuilder { b.r.Spec.QuestionRef.UID = uid; return b }
+
+// ownedBy gives the reply an owner reference to the question of that name
+// and UID, as admission or the controller adopt a reply.
+func (b *qrBuilder) ownedBy(name string, uid types.UID) *qrBuilder {
+	b.r.OwnerReferences = append(b.r.OwnerReferences, metav1.OwnerReference{
+		APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: name, UID: uid})
+	return b
+}
+
+// replyUID is the UID aReply gives a reply.
+func replyUID(name string) types.UID { return types.UID("uid-" + name) }
 
 // scene is the world Decide looks at: the question, its replies in creation
 // order, its claims and the time. Earlier reconciles are played with
@@ -248,12 +293,15 @@ type decideWant struct {
 	unchanged bool
 }
 
-// replyWant is an expected ReplyChange; its message must contain each of says.
+// replyWant is an expected ReplyChange; its message must contain each of
+// says. alone: the outcome follows from the reply and the question's spec
+// alone, and needs no fencing status write.
 type replyWant struct {
 	name    string
 	outcome hitlv1.ReplyOutcome
 	reason  hitlv1.ErrorCode
 	says    []string
+	alone   bool
 }
 
 func TestDecide(t *testing.T) {
@@ -263,10 +311,10 @@ func TestDecide(t *testing.T) {
 	alice := &hitlv1.UserInfo{Username: "alice"}
 	bob := &hitlv1.UserInfo{Username: "bob"}
 	settled := func(reply string, by *hitlv1.UserInfo, late bool, at time.Time) *hitlv1.Settlement {
-		return &hitlv1.Settlement{Reply: reply, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(at)}
+		return &hitlv1.Settlement{Reply: reply, ReplyUID: replyUID(reply), AnsweredBy: by, Late: late, At: metav1.NewMicroTime(at)}
 	}
 	queued := func(reply string, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, at time.Time) *hitlv1.QueuedReply {
-		return &hitlv1.QueuedReply{Name: reply, Answers: answers, AnsweredBy: by, QueuedAt: metav1.NewMicroTime(at)}
+		return &hitlv1.QueuedReply{Name: reply, UID: replyUID(reply), Answers: answers, AnsweredBy: by, QueuedAt: metav1.NewMicroTime(at)}
 	}
 	applied := func(reply string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeApplied, says: []string{"question " + askName}}
@@ -280,11 +328,16 @@ func TestDecide(t *testing.T) {
 	rejected := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says}
 	}
-	claim := func(lease string, expires time.Time) Claim {
-		return Claim{Lease: lease, Holder: "inbox/" + lease, ExpiresAt: expires}
+	// refused is a rejection for what the reply is, whatever the
+	// question's state: it needs no fencing status write.
+	refused := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
+		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says, alone: true}
 	}
-	holder := func(lease string) hitlv1.ClaimHolder {
-		return hitlv1.ClaimHolder{Lease: lease, Holder: "inbox/" + lease}
+	claim := func(name string, expires time.Time) Claim {
+		return Claim{Name: name, Holder: "inbox/" + name, ExpiresAt: expires}
+	}
+	holder := func(name string) hitlv1.ClaimHolder {
+		return hitlv1.ClaimHolder{Name: name, Holder: "inbox/" + name}
 	}
 
 	timed := func() *uqBuilder { return aQuestion().timeout(3 * s) }
@@ -645,15 +698,18 @@ func TestDecide(t *testing.T) {
 
 		// 9. Claims.
 		{
-			name: "a live claim holds a timed question open past its deadline; claims are listed by lease",
+			name: "a live claim holds a timed question open past its deadline; claims are listed by name",
 			in:   given(timed()).claimed(claim("zed", secs(12)), claim("amy", secs(9))).at(secs(5)),
 			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3),
 				claims: []hitlv1.ClaimHolder{holder("amy"), holder("zed")}, requeue: 4 * s},
 		},
 		{
 			// 64 is the schema's bound on status.claims: listing a 65th
-			// made every status write fail, wedging the question.
-			name: "more live claims than status.claims may list: the first 64 by lease are listed, and all are counted",
+			// made every status write fail, wedging the question. The
+			// claim tracker hands Decide at most 64 (see
+			// TestClaimTrackerCountsAtMostMaxClaimsPerQuestion); the
+			// listing stays bounded whatever it is given.
+			name: "more live claims than status.claims may list: the first 64 by name are listed, and all are counted",
 			in:   given(timed()).claimed(manyClaims(65, secs(20))...).at(secs(5)),
 			want: decideWant{state: hitlv1.StateOpen, deadline: secs(3), claims: manyHolders(64), claimCount: 65, requeue: 15 * s},
 		},
@@ -814,26 +870,26 @@ func TestDecide(t *testing.T) {
 				aReply("r2").created(secs(2)).selects("color", "green").by("bob")).at(secs(2)).refuses("r1", hitlv1.CodeForbidden),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
 				answers: green, settlement: settled("r2", bob, false, secs(2)),
-				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1"), applied("r2")}},
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1"), applied("r2")}},
 		},
 		{
 			name: "a refused late reply is rejected, not queued",
 			in:   continued().plus(aReply("r1").created(secs(10)).selects("color", "red")).at(secs(10)).refuses("r1", hitlv1.CodeForbidden),
 			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
-				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1")}},
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1")}},
 		},
 		{
 			name: "a refusal goes before the state: a reply naming another agent to a settled question is AGENT_MISMATCH",
 			in: settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).selects("color", "green")).at(secs(5)).
 				refuses("r2", hitlv1.CodeAgentMismatch),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{rejected("r2", hitlv1.CodeAgentMismatch, "refused r2")}},
+				changes: []replyWant{refused("r2", hitlv1.CodeAgentMismatch, "refused r2")}},
 		},
 		{
 			name: "a refused reply that arrives after the deadline still closes the window",
 			in:   given(timed(), aReply("r1").created(secs(4)).selects("color", "red")).at(secs(4)).refuses("r1", hitlv1.CodeForbidden),
 			want: decideWant{state: hitlv1.StateContinued, transition: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(4),
-				changes: []replyWant{rejected("r1", hitlv1.CodeForbidden, "refused r1")}},
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1")}},
 		},
 
 		// 13. Outcomes already given stay.
@@ -847,6 +903,187 @@ func TestDecide(t *testing.T) {
 			in: withQueued().plus(aReply("r2").created(secs(20)).selects("color", "green")).at(secs(20)).reconciled().
 				gone("r1").at(secs(40)),
 			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3)},
+		},
+
+		// 14. Replies are followed by UID: a name re-used after deletion is
+		// a new reply, judged afresh.
+		{
+			name: "a reply re-created under the settling reply's name by someone without the grant is FORBIDDEN, not Applied",
+			in: settledByR1(aQuestion()).gone("r1").
+				plus(aReply("r1").uid("uid-r1-again").created(secs(5)).selects("color", "green").by("mallory")).at(secs(5)).
+				refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1")}, unchanged: true},
+		},
+		{
+			name: "a reply re-created under the settling reply's name by someone with the grant is NOT_ANSWERABLE: the question is settled",
+			in: settledByR1(aQuestion()).gone("r1").
+				plus(aReply("r1").uid("uid-r1-again").created(secs(5)).selects("color", "green").by("bob")).at(secs(5)),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "question "+askName, "Settled")}, unchanged: true},
+		},
+		{
+			name: "a reply re-created under the admitted reply's name is not Admitted",
+			in: admittedLate().gone("r1").
+				plus(aReply("r1").uid("uid-r1-again").created(secs(40)).selects("color", "green").by("mallory")).at(secs(40)).
+				refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateSettled, deadline: secs(3), continuedAt: secs(3),
+				answers: red, settlement: settled("r1", alice, true, secs(30)),
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1")}, unchanged: true},
+		},
+		{
+			name: "a queued reply re-created under its name is withdrawn, and the new one is refused, not kept queued",
+			in: withQueued().gone("r1").
+				plus(aReply("r1").uid("uid-r1-again").created(secs(40)).selects("color", "green").by("mallory")).at(secs(41)).
+				refuses("r1", hitlv1.CodeForbidden),
+			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
+				changes: []replyWant{refused("r1", hitlv1.CodeForbidden, "refused r1")}},
+		},
+		{
+			name: "a queued reply re-created under its name by someone with the grant is queued afresh, with its own batch and UID",
+			in: withQueued().gone("r1").
+				plus(aReply("r1").uid("uid-r1-again").created(secs(40)).selects("color", "green").by("bob")).at(secs(41)),
+			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
+				queued:  &hitlv1.QueuedReply{Name: "r1", UID: "uid-r1-again", Answers: green, AnsweredBy: bob, QueuedAt: metav1.NewMicroTime(secs(41))},
+				changes: []replyWant{queuedOutcome("r1")}},
+		},
+
+		// 15. A reply made for another question of the same name settles
+		// nothing.
+		{
+			name: "a reply created before its question is NOT_ANSWERABLE and the question stays open",
+			in:   given(aQuestion(), aReply("r1").created(secs(-1)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "reply r1 was created at", "before question "+askName)}},
+		},
+		{
+			name: "a reply created before its question does not take the next reply's place: the next settles",
+			in: given(aQuestion(),
+				aReply("r1").created(secs(-5)).selects("color", "red"),
+				aReply("r2").created(secs(1)).selects("color", "green").by("bob")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: green, settlement: settled("r2", bob, false, secs(1)),
+				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "before question"), applied("r2")}},
+		},
+		{
+			name: "a reply created before a continued question is NOT_ANSWERABLE, not queued",
+			in:   continued().plus(aReply("r1").created(secs(-1)).selects("color", "red")).at(secs(10)),
+			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
+				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "before question")}},
+		},
+		{
+			// Creation timestamps have whole seconds: only a reply created
+			// in an earlier second is surely older than the question.
+			name: "a reply created in its question's second answers it",
+			in:   given(aQuestion(), aReply("r1").created(secs(0)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", alice, false, secs(1)), changes: []replyWant{applied("r1")}},
+		},
+		{
+			name: "a reply naming another UID in spec.questionRef.uid is NOT_ANSWERABLE and the question stays open",
+			in:   given(aQuestion(), aReply("r1").created(secs(1)).answersUID("uid-earlier").selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "uid-earlier", "spec.questionRef.uid", string(askUID))}},
+		},
+		{
+			name: "a reply naming the live question's UID settles it",
+			in:   given(aQuestion(), aReply("r1").created(secs(1)).answersUID(askUID).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", alice, false, secs(1)), changes: []replyWant{applied("r1")}},
+		},
+		{
+			name: "a reply naming another UID is NOT_ANSWERABLE on a settled question too, and changes nothing",
+			in:   settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).answersUID("uid-earlier").selects("color", "green")).at(secs(5)),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{refused("r2", hitlv1.CodeNotAnswerable, "spec.questionRef.uid")}, unchanged: true},
+		},
+		{
+			name: "a reply owned by an earlier question of the same name is NOT_ANSWERABLE",
+			in:   given(aQuestion(), aReply("r1").created(secs(1)).ownedBy(askName, "uid-earlier").selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "uid-earlier", "metadata.ownerReferences")}},
+		},
+		{
+			name: "a reply owned by its question settles it",
+			in:   given(aQuestion(), aReply("r1").created(secs(1)).ownedBy(askName, askUID).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", alice, false, secs(1)), changes: []replyWant{applied("r1")}},
+		},
+
+		// 16. The identity that asked never answers its own Approval or
+		// PlanReview question.
+		{
+			name: "the asker's reply to its Approval question is SELF_APPROVAL and the question stays open",
+			in: given(aQuestion().approval("red", "green").askedBy(&hitlv1.UserInfo{Username: "alice", UID: "uid-alice"}),
+				aReply("r1").created(secs(1)).selects("color", "red").byUser(&hitlv1.UserInfo{Username: "alice", UID: "uid-alice"})).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval, "alice asked question "+askName, "spec.askedBy")}},
+		},
+		{
+			name: "the asker's reply to its PlanReview question is SELF_APPROVAL",
+			in: given(aQuestion().planReview("red").askedBy(&hitlv1.UserInfo{Username: "alice"}),
+				aReply("r1").created(secs(1)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval, "spec.answeredBy")}},
+		},
+		{
+			name: "an intent on any question of the ask makes it one the asker may not answer",
+			in: given(aQuestion().asks("size", "S", "M").planReview("S").askedBy(&hitlv1.UserInfo{Username: "alice"}),
+				aReply("r1").created(secs(1)).selects("color", "red").selects("size", "S")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval, "spec.askedBy")}},
+		},
+		{
+			name: "the asker's reply without a UID is still the asker's: SELF_APPROVAL",
+			in: given(aQuestion().approval("red", "green").askedBy(&hitlv1.UserInfo{Username: "alice", UID: "uid-alice"}),
+				aReply("r1").created(secs(1)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateOpen,
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval, "spec.askedBy")}},
+		},
+		{
+			name: "the asker's late reply to a timed PlanReview question is SELF_APPROVAL, not queued",
+			in: given(timed().planReview("red").askedBy(alice)).at(secs(3)).reconciled().
+				plus(aReply("r1").created(secs(10)).selects("color", "red")).at(secs(10)),
+			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval, "spec.askedBy")}},
+		},
+		{
+			name: "the asker's reply to its settled Approval question is SELF_APPROVAL and changes nothing",
+			in: settledByR1(aQuestion().approval("red", "green").askedBy(bob)).
+				plus(aReply("r2").created(secs(5)).selects("color", "green").by("bob")).at(secs(5)),
+			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
+				changes: []replyWant{refused("r2", hitlv1.CodeSelfApproval, "spec.askedBy")}, unchanged: true},
+		},
+		{
+			name: "another identity approves the Approval question after the asker was refused",
+			in: given(aQuestion().approval("red", "green").askedBy(alice),
+				aReply("r1").created(secs(1)).selects("color", "red"),
+				aReply("r2").created(secs(2)).selects("color", "green").by("bob")).at(secs(2)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: green, settlement: settled("r2", bob, false, secs(2)),
+				changes: []replyWant{refused("r1", hitlv1.CodeSelfApproval), applied("r2")}},
+		},
+		{
+			name: "a question without an Approval or PlanReview intent may be answered by its asker",
+			in: given(aQuestion().askedBy(alice),
+				aReply("r1").created(secs(1)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", alice, false, secs(1)), changes: []replyWant{applied("r1")}},
+		},
+		{
+			name: "an Approval question whose asker is not recorded refuses nobody as its asker",
+			in: given(aQuestion().approval("red", "green"),
+				aReply("r1").created(secs(1)).selects("color", "red")).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", alice, false, secs(1)), changes: []replyWant{applied("r1")}},
+		},
+		{
+			name: "a user of the asker's name with another UID is another user",
+			in: given(aQuestion().approval("red", "green").askedBy(&hitlv1.UserInfo{Username: "alice", UID: "uid-alice"}),
+				aReply("r1").created(secs(1)).selects("color", "red").byUser(&hitlv1.UserInfo{Username: "alice", UID: "uid-alice-2"})).at(secs(1)),
+			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
+				answers: red, settlement: settled("r1", &hitlv1.UserInfo{Username: "alice", UID: "uid-alice-2"}, false, secs(1)),
+				changes: []replyWant{applied("r1")}},
 		},
 	}
 
@@ -958,6 +1195,9 @@ func (w replyWant) check(t *testing.T, c ReplyChange) {
 	if c.Name != w.name || c.Outcome != w.outcome || c.Reason != w.reason {
 		t.Errorf("reply change = {%s %s %s}, want {%s %s %s}", c.Name, c.Outcome, c.Reason, w.name, w.outcome, w.reason)
 	}
+	if c.Alone != w.alone {
+		t.Errorf("reply %s: alone = %v, want %v", c.Name, c.Alone, w.alone)
+	}
 	if w.outcome == hitlv1.OutcomeRejected && !strings.HasPrefix(c.Message, string(w.reason)+": ") {
 		t.Errorf("reply %s: message %q does not start with %q", c.Name, c.Message, string(w.reason)+": ")
 	}
@@ -1001,13 +1241,13 @@ func checkQuestionConditions(t *testing.T, st hitlv1.UserQuestionStatus, generat
 	}
 }
 
-// manyClaims is n live claims, lease-000 to lease-<n-1>, given in reverse
+// manyClaims is n live claims, claim-000 to claim-<n-1>, given in reverse
 // order, all expiring at expires.
 func manyClaims(n int, expires time.Time) []Claim {
 	var cs []Claim
 	for i := n - 1; i >= 0; i-- {
-		lease := fmt.Sprintf("lease-%03d", i)
-		cs = append(cs, Claim{Lease: lease, Holder: "inbox/" + lease, ExpiresAt: expires})
+		name := fmt.Sprintf("claim-%03d", i)
+		cs = append(cs, Claim{Name: name, Holder: "inbox/" + name, ExpiresAt: expires})
 	}
 	return cs
 }
@@ -1016,8 +1256,8 @@ func manyClaims(n int, expires time.Time) []Claim {
 func manyHolders(n int) []hitlv1.ClaimHolder {
 	var hs []hitlv1.ClaimHolder
 	for i := range n {
-		lease := fmt.Sprintf("lease-%03d", i)
-		hs = append(hs, hitlv1.ClaimHolder{Lease: lease, Holder: "inbox/" + lease})
+		name := fmt.Sprintf("claim-%03d", i)
+		hs = append(hs, hitlv1.ClaimHolder{Name: name, Holder: "inbox/" + name})
 	}
 	return hs
 }

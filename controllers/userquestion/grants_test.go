@@ -46,3 +46,51 @@ func TestGrantCacheStaysBounded(t *testing.T) {
 		t.Fatalf("%d entries, more than %d", n, maxGrants)
 	}
 }
+
+func TestGrantCacheRemembersADenialForDenialTTL(t *testing.T) {
+	c := newGrantCache()
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	mallory := grantKey(&hitlv1.UserInfo{Username: "mallory", UID: "u9"}, "ns", "bot")
+	if c.denied(mallory, t0) {
+		t.Fatal("denied before anything was recorded")
+	}
+	c.deny(mallory, t0)
+	if !c.denied(mallory, t0.Add(denialTTL-time.Millisecond)) {
+		t.Fatal("a denial forgotten before its TTL")
+	}
+	if c.allowed(mallory, t0) {
+		t.Fatal("a denial reads as a grant")
+	}
+	if c.denied(mallory, t0.Add(denialTTL)) {
+		t.Fatal("still denied at its TTL: a new grant would never take effect")
+	}
+	if c.denied(mallory, t0) {
+		t.Fatal("an expired denial is still kept")
+	}
+	if denialTTL >= grantTTL {
+		t.Errorf("denialTTL %s is not shorter than grantTTL %s: a new grant would wait longer than a revocation", denialTTL, grantTTL)
+	}
+
+	c.deny(mallory, t0)
+	for _, other := range []string{
+		grantKey(&hitlv1.UserInfo{Username: "mallory", UID: "u9", Groups: []string{"answerers"}}, "ns", "bot"),
+		grantKey(&hitlv1.UserInfo{Username: "mallory", UID: "u10"}, "ns", "bot"),
+		grantKey(&hitlv1.UserInfo{Username: "mallory", UID: "u9"}, "other", "bot"),
+		grantKey(&hitlv1.UserInfo{Username: "mallory", UID: "u9"}, "ns", "other-bot"),
+	} {
+		if c.denied(other, t0) {
+			t.Errorf("another identity or agent shares mallory's denial: %q", other)
+		}
+	}
+}
+
+func TestGrantCacheDenialsStayBounded(t *testing.T) {
+	c := newGrantCache()
+	t0 := time.Now()
+	for i := range maxGrants + 10 {
+		c.deny(grantKey(&hitlv1.UserInfo{Username: "flood", UID: time.Duration(i).String()}, "ns", "bot"), t0)
+	}
+	if n := len(c.denials); n > maxGrants {
+		t.Fatalf("%d denials kept, more than %d", n, maxGrants)
+	}
+}

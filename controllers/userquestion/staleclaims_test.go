@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,16 +20,16 @@ import (
 	"github.com/hitl-dev/hitl/controllers/claimreads"
 )
 
-// staleLeases is a cache that missed every Lease change after it was
-// made: its watch broke (an API server restart) or lags.
-type staleLeases struct {
+// staleClaims is a cache that missed every QuestionClaim change after it
+// was made: its watch broke (an API server restart) or lags.
+type staleClaims struct {
 	client.Client
-	leases coordinationv1.LeaseList
+	claims hitlv1.QuestionClaimList
 }
 
-func (s *staleLeases) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if l, ok := list.(*coordinationv1.LeaseList); ok {
-		s.leases.DeepCopyInto(l)
+func (s *staleClaims) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if l, ok := list.(*hitlv1.QuestionClaimList); ok {
+		s.claims.DeepCopyInto(l)
 		return nil
 	}
 	return s.Client.List(ctx, list, opts...)
@@ -58,11 +57,10 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 		Spec: hitlv1.UserQuestionSpec{Agent: "bot", AskedAt: &asked, Timeout: &metav1.Duration{Duration: 5 * time.Second},
 			Questions: []hitlv1.Question{{ID: "go", Question: "Go?", Options: []hitlv1.QuestionOption{{Label: "yes"}, {Label: "no"}}}}},
 	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q-claim-1",
-			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: "q"}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("alice"), LeaseDurationSeconds: ptr.To[int32](6),
-			RenewTime: &asked},
+	claim := &hitlv1.QuestionClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q-claim-1"},
+		Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: "q"}, Agent: "bot",
+			Holder: &hitlv1.UserInfo{Username: "alice"}, DurationSeconds: 6, RenewTime: &asked},
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -72,13 +70,13 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 		t.Fatal(err)
 	}
 	api := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(q, lease).WithStatusSubresource(&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}).
+		WithObjects(q, claim).WithStatusSubresource(&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}).
 		WithIndex(&hitlv1.QuestionReply{}, ReplyQuestionIndex, func(o client.Object) []string {
 			return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name}
 		}).Build()
-	cache := &staleLeases{Client: api}
+	cache := &staleClaims{Client: api}
 	if sawClaim {
-		if err := api.List(ctx, &cache.leases); err != nil {
+		if err := api.List(ctx, &cache.claims); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,12 +100,12 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 	// The answerer renews every 2 s; the cache sees none of it.
 	for range 4 {
 		clk.Step(2 * time.Second)
-		var l coordinationv1.Lease
-		if err := api.Get(ctx, client.ObjectKeyFromObject(lease), &l); err != nil {
+		var c hitlv1.QuestionClaim
+		if err := api.Get(ctx, client.ObjectKeyFromObject(claim), &c); err != nil {
 			t.Fatal(err)
 		}
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
-		if err := api.Update(ctx, &l); err != nil {
+		c.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
+		if err := api.Update(ctx, &c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +116,7 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 	}
 	// The cache catches up (its watch resumes); once the claim really
 	// expires, unrenewed, the window closes.
-	if err := api.List(ctx, &cache.leases); err != nil {
+	if err := api.List(ctx, &cache.claims); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(7 * time.Second)
@@ -127,15 +125,15 @@ func testWindowStaysOpen(t *testing.T, sawClaim bool) {
 	}
 }
 
-// countingReader counts the lists of Leases it passes on.
+// countingReader counts the lists of claims it passes on.
 type countingReader struct {
 	client.Reader
-	leaseLists int
+	claimLists int
 }
 
 func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if _, ok := list.(*coordinationv1.LeaseList); ok {
-		c.leaseLists++
+	if _, ok := list.(*hitlv1.QuestionClaimList); ok {
+		c.claimLists++
 	}
 	return c.Reader.List(ctx, list, opts...)
 }
@@ -154,10 +152,10 @@ func TestWindowsSharingADeadlineShareOneReadOfTheClaims(t *testing.T) {
 				Questions: []hitlv1.Question{{ID: "go", Question: "Go?", Options: []hitlv1.QuestionOption{{Label: "yes"}, {Label: "no"}}}}},
 		}
 	}
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claimed-claim-1",
-			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: "claimed"}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("alice"), LeaseDurationSeconds: ptr.To[int32](30)},
+	claim := &hitlv1.QuestionClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claimed-claim-1"},
+		Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: "claimed"}, Agent: "bot",
+			Holder: &hitlv1.UserInfo{Username: "alice"}, DurationSeconds: 30},
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -167,13 +165,13 @@ func TestWindowsSharingADeadlineShareOneReadOfTheClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(question("a"), question("b"), question("claimed"), lease).
+		WithObjects(question("a"), question("b"), question("claimed"), claim).
 		WithStatusSubresource(&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}).
 		WithIndex(&hitlv1.QuestionReply{}, ReplyQuestionIndex, func(o client.Object) []string {
 			return []string{o.(*hitlv1.QuestionReply).Spec.QuestionRef.Name}
 		}).Build()
 	reader := &countingReader{Reader: api}
-	r := &Reconciler{Client: &staleLeases{Client: api}, APIReader: reader, Clock: clk, Recorder: fakeRecorder{events.NewFakeRecorder(100)},
+	r := &Reconciler{Client: &staleClaims{Client: api}, APIReader: reader, Clock: clk, Recorder: fakeRecorder{events.NewFakeRecorder(100)},
 		claims: newClaimTracker(), ClaimReads: claimreads.New(reader, clk), grants: newGrantCache(), own: newOwnWrites()}
 	reconcile := func(name string) *hitlv1.UserQuestion {
 		t.Helper()
@@ -197,16 +195,16 @@ func TestWindowsSharingADeadlineShareOneReadOfTheClaims(t *testing.T) {
 	if q := reconcile("b"); q.Status.State != hitlv1.StateContinued || !q.Status.ContinuedAt.Time.Equal(readAt) {
 		t.Fatalf("b: %s, continued at %v, want Continued at %v, the time of the read it shared", q.Status.State, q.Status.ContinuedAt, readAt)
 	}
-	if reader.leaseLists != 1 {
-		t.Fatalf("%d reads of the claims for two windows sharing a deadline, want 1", reader.leaseLists)
+	if reader.claimLists != 1 {
+		t.Fatalf("%d reads of the claims for two windows sharing a deadline, want 1", reader.claimLists)
 	}
 	// The cache never saw this one's claim: the shared read has it, and a
 	// read sent now confirms it.
 	if q := reconcile("claimed"); q.Status.State != hitlv1.StateOpen || q.Status.ClaimCount != 1 {
 		t.Fatalf("claimed: %s with %d claims, want Open, held by the claim the cache missed", q.Status.State, q.Status.ClaimCount)
 	}
-	if reader.leaseLists != 2 {
-		t.Errorf("%d reads of the claims, want a second one, sent once the shared one showed a claim", reader.leaseLists)
+	if reader.claimLists != 2 {
+		t.Errorf("%d reads of the claims, want a second one, sent once the shared one showed a claim", reader.claimLists)
 	}
 }
 

@@ -82,7 +82,7 @@ var Parts = []Part{
 			switch o.GetKind() {
 			case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
 				return true
-			case "Service", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+			case "Service", "Secret", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
 				return strings.Contains(o.GetName(), "webhook")
 			}
 			return false

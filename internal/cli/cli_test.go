@@ -53,7 +53,7 @@ func timedOpen() *hitlv1.UserQuestion {
 	q.Spec.Questions[0].Options[1].Description = "customers see it at once"
 	deadline := metav1.NewMicroTime(t0.Add(90 * time.Second))
 	q.Status = hitlv1.UserQuestionStatus{State: hitlv1.StateOpen, Deadline: &deadline,
-		Claims: []hitlv1.ClaimHolder{{Lease: "deploy-claim-x", Holder: "alice"}}}
+		Claims: []hitlv1.ClaimHolder{{Name: "deploy-claim-x", Holder: "alice"}}}
 	return q
 }
 

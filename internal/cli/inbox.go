@@ -16,8 +16,9 @@ import (
 	"github.com/hitl-dev/hitl/pkg/answerer"
 )
 
-// claimDuration is the lease duration of the inbox's claims; they are
-// renewed while the person is prompted. Tests shorten it.
+// claimDuration is the duration of the inbox's claims (their
+// spec.durationSeconds); they are renewed while the person is prompted.
+// Tests shorten it.
 var claimDuration = 30 * time.Second
 
 type inboxOptions struct {
@@ -45,7 +46,8 @@ until the agent admits it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), o) },
 	}
 	cmd.Flags().StringSliceVar(&o.agents, "agent", nil, "the agents whose questions to answer (default: all)")
-	cmd.Flags().StringVar(&o.holder, "holder", "", "the name claims are held under (default: $USER on this host)")
+	cmd.Flags().StringVar(&o.holder, "holder", "", "names this inbox in its logs only: a claim's holder is your Kubernetes identity")
+	_ = cmd.Flags().MarkDeprecated("holder", "a claim's holder is your Kubernetes identity, stamped by the API server")
 	cmd.Flags().BoolVar(&o.once, "once", false, "exit after answering one question")
 	cmd.Flags().BoolVar(&o.hold, "hold", false, `take your time: keep the window open until you answer, instead of giving it back when the countdown ends`)
 	o.web.addFlags(cmd)
@@ -139,8 +141,9 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 }
 
 // warnWhenLost tells the person, while they are prompted, that their claim
-// on a question was lost (it could not be renewed, or its Lease went), so
-// that the window is no longer held for them; unless stop is closed first.
+// on a question was lost (it could not be renewed, or its QuestionClaim
+// went), so that the window is no longer held for them; unless stop is
+// closed first.
 func warnWhenLost(out io.Writer, question string, claim *answerer.Claim, stop <-chan struct{}) {
 	select {
 	case <-claim.Lost():

@@ -41,8 +41,8 @@ func (b *syncBuffer) String() string {
 }
 
 // bindWithoutPatch binds user in ns to the example hitl-answerer role less
-// the verb patch on leases: everything an answerer does but renew a claim;
-// it returns once the API server's authorizer applies the binding.
+// the verb patch on questionclaims: everything an answerer does but renew
+// a claim; it returns once the API server's authorizer applies the binding.
 func bindWithoutPatch(t *testing.T, k *testenv.Cluster, ns, user string) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "rbac", "examples", "hitl_answerer.yaml"))
@@ -55,7 +55,7 @@ func bindWithoutPatch(t *testing.T, k *testenv.Cluster, ns, user string) {
 	}
 	role.Name = "hitl-answerer-without-patch"
 	for i, r := range role.Rules {
-		if slices.Contains(r.Resources, "leases") {
+		if slices.Contains(r.Resources, "questionclaims") {
 			role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "patch" })
 		}
 	}
@@ -97,7 +97,7 @@ func TestInboxWarnsWhenItsClaimCannotBeRenewed(t *testing.T) {
 	defer typing.Close()
 	var out, errOut syncBuffer
 	cmd := NewCommand(genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut})
-	cmd.SetArgs([]string{"--kubeconfig", config, "-n", ns, "inbox", "--agent", "release-bot", "--once", "--holder", "carol"})
+	cmd.SetArgs([]string{"--kubeconfig", config, "-n", ns, "inbox", "--agent", "release-bot", "--once"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

@@ -77,8 +77,8 @@ func (o *inboxOptions) runWeb(ctx context.Context) error {
 }
 
 // whoAmI names the kubeconfig's user as the API server authenticates it
-// (a SelfSubjectReview), for the page and the claims' holder; $USER when
-// the API server cannot tell.
+// (a SelfSubjectReview), for the page; the API server stamps the same
+// identity as the claims' holder. $USER when the API server cannot tell.
 func (o *inboxOptions) whoAmI(ctx context.Context) string {
 	fallback := os.Getenv("USER")
 	cfg, err := o.flags.ToRESTConfig()

@@ -133,7 +133,7 @@ func printCard(w io.Writer, q *hitlv1.UserQuestion, now time.Time) {
 		fmt.Fprintf(w, "window %s\n", q.Spec.Timeout.Duration)
 	}
 	for _, c := range q.Status.Claims {
-		fmt.Fprintf(w, "claimed by %s (lease %s): the window stays open while the claim lives\n", c.Holder, c.Lease)
+		fmt.Fprintf(w, "claimed by %s (claim %s): the window stays open while the claim lives\n", c.Holder, c.Name)
 	}
 	fmt.Fprintln(w, rule)
 	for i := range q.Spec.Questions {

@@ -46,8 +46,8 @@ type problem struct {
 	Explanation string `json:"explanation,omitempty"`
 }
 
-// holder is the name a person's claims are held under, which other
-// answerers show as "holder is answering".
+// holder names a person's Answerer in its logs; the holder of their
+// claims is who the API server authenticates them as.
 func holder(p Person) string { return p.Username + " (web)" }
 
 // serveReply validates a batch against the question with api/v1alpha1/validation
@@ -89,7 +89,7 @@ func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 
 type claimResponse struct {
 	ID          string `json:"id"`
-	Lease       string `json:"lease"`
+	Claim       string `json:"claim"`
 	RemainingMs int64  `json:"remainingMs"`
 	Deadline    int64  `json:"deadline,omitempty"`
 	Lost        string `json:"lost,omitempty"`
@@ -125,7 +125,7 @@ func (s *Server) serveClaim(w http.ResponseWriter, r *http.Request, p Person) {
 }
 
 func claimView(c *heldClaim) claimResponse {
-	v := claimResponse{ID: c.id, Lease: c.claim.Lease, RemainingMs: c.claim.Remaining.Milliseconds()}
+	v := claimResponse{ID: c.id, Claim: c.claim.Name, RemainingMs: c.claim.Remaining.Milliseconds()}
 	if !c.claim.Deadline.IsZero() {
 		v.Deadline = c.claim.Deadline.UnixMilli()
 	}

@@ -33,6 +33,15 @@ func (p Person) key() string {
 	return p.Username + "\x00" + strings.Join(p.Groups, ",") + "\x00" + p.Session
 }
 
+// identity is who the API server sees the person's requests as (their
+// username and groups, whatever the session): requests under one identity
+// are allowed and refused alike.
+func (p Person) identity() string {
+	groups := slices.Clone(p.Groups)
+	slices.Sort(groups)
+	return p.Username + "\x00" + strings.Join(slices.Compact(groups), "\x00")
+}
+
 // An Authenticator tells who sends a request. When it cannot, it writes
 // the response itself (401, or a redirect) and reports false.
 type Authenticator interface {
@@ -151,12 +160,14 @@ func loopbackHost(hostport string) bool {
 // (oauth2-proxy, say) sets, but only on requests that prove they come from
 // that proxy: with the shared secret in SecretHeader, or over a TLS
 // connection whose client certificate, verified against the server's
-// client CA, names one of ClientNames. Anything else is 401.
+// client CA, names one of ClientNames. Anything else is 401, and so is a
+// request that carries the user, groups or secret header more than once.
 type ProxyAuth struct {
 	// UserHeader carries the username (default X-Forwarded-User).
 	UserHeader string
-	// GroupsHeader carries the groups, comma-separated or repeated
-	// (default X-Forwarded-Groups).
+	// GroupsHeader carries the groups, comma-separated in one header
+	// (default X-Forwarded-Groups); a request that repeats it is refused,
+	// as one that repeats UserHeader is.
 	GroupsHeader string
 	// SecretHeader carries Secret (default X-Hitl-Proxy-Secret).
 	SecretHeader string
@@ -203,6 +214,10 @@ func (a *ProxyAuth) Authenticate(w http.ResponseWriter, r *http.Request) (Person
 		unauthorized(w, err.Error())
 		return Person{}, false
 	}
+	// One header line each: a second user or groups line is either a
+	// proxy that appends instead of replacing (the client's own header
+	// would then survive beside the proxy's) or a request smuggled past
+	// it, and which line is the proxy's cannot be told.
 	users := r.Header.Values(a.UserHeader)
 	if len(users) != 1 {
 		unauthorized(w, fmt.Sprintf("the proxy sent %d %s headers, not one", len(users), a.UserHeader))
@@ -213,14 +228,24 @@ func (a *ProxyAuth) Authenticate(w http.ResponseWriter, r *http.Request) (Person
 		unauthorized(w, fmt.Sprintf("%s: %v", a.UserHeader, err))
 		return Person{}, false
 	}
+	if strings.Contains(user, ",") {
+		// How an intermediary joins a repeated header into one line.
+		unauthorized(w, fmt.Sprintf("%s: %q holds a comma: it names more than one user (a repeated header joined into one)", a.UserHeader, user))
+		return Person{}, false
+	}
 	if strings.HasPrefix(user, "system:") {
 		// ServiceAccounts, nodes and the control plane's own users are
 		// never people; a proxy that names one is misconfigured.
 		unauthorized(w, fmt.Sprintf("%s: %q is a Kubernetes system user, not a person", a.UserHeader, user))
 		return Person{}, false
 	}
+	lines := r.Header.Values(a.GroupsHeader)
+	if len(lines) > 1 {
+		unauthorized(w, fmt.Sprintf("the proxy sent %d %s headers, not one: groups must come comma-separated in a single header", len(lines), a.GroupsHeader))
+		return Person{}, false
+	}
 	var groups []string
-	for _, v := range r.Header.Values(a.GroupsHeader) {
+	for _, v := range lines {
 		for _, g := range strings.Split(v, ",") {
 			g = strings.TrimSpace(g)
 			// The API server adds system:authenticated itself; other
@@ -238,10 +263,14 @@ func (a *ProxyAuth) Authenticate(w http.ResponseWriter, r *http.Request) (Person
 // fromProxy checks that a request comes from the proxy.
 func (a *ProxyAuth) fromProxy(r *http.Request) error {
 	if len(a.Secret) > 0 {
-		got := r.Header.Get(a.SecretHeader)
-		if got == "" {
+		vals := r.Header.Values(a.SecretHeader)
+		if len(vals) == 0 || vals[0] == "" {
 			return fmt.Errorf("no %s header: requests must come through the authenticating proxy", a.SecretHeader)
 		}
+		if len(vals) > 1 {
+			return fmt.Errorf("%d %s headers, not one: requests must come through the authenticating proxy, which sends it once", len(vals), a.SecretHeader)
+		}
+		got := vals[0]
 		if !equal(got, string(a.Secret)) {
 			return fmt.Errorf("the %s header is wrong: requests must come through the authenticating proxy", a.SecretHeader)
 		}

@@ -129,6 +129,8 @@ func TestTheOneTimeTokenOpensOneSession(t *testing.T) {
 	g.Expect(res.StatusCode).To(Equal(http.StatusOK))
 	g.Expect(page).To(ContainSubstring(`Answering as <strong data-user>alice</strong>`))
 	g.Expect(res.Header.Get("Content-Security-Policy")).To(ContainSubstring("script-src 'self'"))
+	g.Expect(res.Header.Get("Content-Security-Policy")).To(ContainSubstring("img-src 'self' data:;"), "no image from elsewhere")
+	g.Expect(res.Header.Get("Content-Security-Policy")).NotTo(ContainSubstring("https:"))
 	g.Expect(res.Header.Get("Referrer-Policy")).To(Equal("no-referrer"))
 	g.Expect(res.Header.Get("X-Frame-Options")).To(Equal("DENY"))
 
@@ -217,13 +219,19 @@ func TestProxyHeadersAreTrustedOnlyFromTheProxy(t *testing.T) {
 		{"a system user", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {"system:serviceaccount:hitl-system:hitl-controller-manager"}}, "a Kubernetes system user"},
 		{"control characters", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {"al\tice"}}, "control characters"},
 		{"an oversized name", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {strings.Repeat("a", 300)}}, "longer than 256"},
+		{"two users joined into one header", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {"admin, alice"}}, `"admin, alice" holds a comma`},
+		{"two group headers", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {"alice"},
+			"X-Forwarded-Groups": {"oncall", "release-managers"}}, "the proxy sent 2 X-Forwarded-Groups headers, not one"},
+		{"two group headers, one empty", http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {"alice"},
+			"X-Forwarded-Groups": {"", "release-managers"}}, "sent 2 X-Forwarded-Groups headers"},
+		{"two secret headers", http.Header{"X-Hitl-Proxy-Secret": {secret, secret}, "X-Forwarded-User": {"alice"}}, "2 X-Hitl-Proxy-Secret headers, not one"},
 	} {
 		res, body := get(t, hs.URL, c.header)
 		g.Expect(res.StatusCode).To(Equal(http.StatusUnauthorized), c.name)
 		g.Expect(body).To(ContainSubstring(c.says), c.name)
 	}
 	res, body := get(t, hs.URL, http.Header{"X-Hitl-Proxy-Secret": {secret}, "X-Forwarded-User": {" alice "},
-		"X-Forwarded-Groups": {"release-managers, system:masters,oncall", "oncall,,system:authenticated"}})
+		"X-Forwarded-Groups": {"release-managers, system:masters,oncall,,oncall,system:authenticated"}})
 	g.Expect(res.StatusCode).To(Equal(http.StatusOK))
 	var p inbox.Person
 	g.Expect(json.Unmarshal([]byte(body), &p)).To(Succeed())

@@ -53,11 +53,12 @@ type questionView struct {
 	// Decline are the plan's other options.
 	Approve optionView
 	Decline []optionView
-	// Approval's deny and always options, its subject and localized texts.
+	// Approval's deny and always options, its subject (the icon only when
+	// it is an inline raster image, iconURL) and localized texts.
 	Reject      optionView
 	Always      *optionView
 	Subject     string
-	Icon        string
+	Icon        template.URL
 	ApproveText string
 }
 
@@ -177,9 +178,7 @@ func newQuestion(q *hitlv1.Question, id string, skippable bool, locales []string
 		}
 		if a.Subject != nil {
 			v.Subject = a.Subject.Name
-			if strings.HasPrefix(a.Subject.Icon, "https://") && safeURL(a.Subject.Icon) {
-				v.Icon = a.Subject.Icon
-			}
+			v.Icon = iconURL(a.Subject.Icon)
 		}
 		if d := a.Display; d != nil {
 			if t := localized(d.Question, locales); t != "" {
@@ -213,7 +212,7 @@ func newStatus(q *hitlv1.UserQuestion, p Person, now time.Time) statusView {
 		v.Remaining = remaining(deadline.Sub(now))
 	}
 	for _, c := range q.Status.Claims {
-		v.Claims = append(v.Claims, orDefault(c.Holder, c.Lease))
+		v.Claims = append(v.Claims, orDefault(c.Holder, c.Name))
 	}
 	v.More = q.Status.ClaimCount - int32(len(q.Status.Claims))
 	if qr := q.Status.QueuedReply; qr != nil {

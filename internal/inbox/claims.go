@@ -115,7 +115,7 @@ func (t *claimTable) releaseAll() {
 
 func (t *claimTable) close(c *heldClaim) {
 	if err := c.claim.Close(); err != nil {
-		t.log.Error(err, "Releasing a claim", "namespace", c.namespace, "question", c.question, "lease", c.claim.Lease)
+		t.log.Error(err, "Releasing a claim", "namespace", c.namespace, "question", c.question, "claim", c.claim.Name)
 	}
 }
 

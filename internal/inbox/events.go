@@ -4,19 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -92,7 +92,9 @@ type change struct {
 // serveEvents streams the person's questions: first a reset with every
 // question the watches have listed, then each change. The page reconciles
 // its list with every reset, so a reconnect (EventSource's own) leaves it
-// correct.
+// correct. The watches are the informers of the person's identity, shared
+// with their other streams (streams); a person may hold Options.MaxStreams
+// streams at once.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -104,55 +106,56 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
 		http.Error(w, "none of the agents asked for is served by this inbox", http.StatusBadRequest)
 		return
 	}
+	if _, err := agentSelector(agents); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	c, err := s.opts.Clients(p)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	sel, err := agentSelector(agents)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel) // Close ends the streams
+	defer stop()
 
+	// The informers hold the questions of every agent the server serves;
+	// the page may have asked for fewer.
+	shown := func(q *hitlv1.UserQuestion) bool {
+		return len(agents) == 0 || slices.Contains(agents, q.Labels[hitlv1.AgentLabel])
+	}
 	changes := make(chan change, 64)
-	problems := make(chan string, 8)
+	handler := toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				send(ctx, changes, watch.Added, obj)
+			}
+		},
+		UpdateFunc: func(_, obj any) { send(ctx, changes, watch.Modified, obj) },
+		DeleteFunc: func(obj any) { send(ctx, changes, watch.Deleted, obj) },
+	}
 	namespaces := s.opts.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	var informers []toolscache.SharedIndexInformer
-	for _, ns := range namespaces {
-		inf := newInformer(c, ns, sel)
-		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if !initial {
-					send(ctx, changes, watch.Added, obj)
-				}
-			},
-			UpdateFunc: func(_, obj any) { send(ctx, changes, watch.Modified, obj) },
-			DeleteFunc: func(obj any) { send(ctx, changes, watch.Deleted, obj) },
-		})
-		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
-			where := "all namespaces"
-			if ns != "" {
-				where = "namespace " + ns
-			}
-			select {
-			case problems <- fmt.Sprintf("cannot watch the questions of %s: %v", where, err):
-			default:
-			}
-		})
-		go inf.RunWithContext(ctx)
-		informers = append(informers, inf)
+	sub, err := s.streams.subscribe(ctx, p, c, namespaces, handler)
+	if errors.Is(err, errTooManyStreams) {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("429 Too Many Requests: %s already has %d live inbox streams open, the most one person may have: "+
+			"close other inbox tabs, then reload", p.Username, s.opts.MaxStreams), http.StatusTooManyRequests)
+		return
 	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer sub.close()
 
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
 	out := &sse{w: w, f: flusher}
 	out.retry(2 * time.Second)
 	now := time.Now
@@ -161,11 +164,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
 	synced := make(chan struct{})
 	go func() {
 		defer close(synced)
-		for _, inf := range informers {
-			if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-				return
-			}
-		}
+		_ = toolscache.WaitForCacheSync(ctx.Done(), sub.synced)
 	}()
 	waiting := true
 	keepalive := time.NewTicker(15 * time.Second)
@@ -174,23 +173,24 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
 		select {
 		case <-ctx.Done():
 			return
-		case msg := <-problems:
+		case msg := <-sub.problems:
 			out.send(message{Type: "problem", Now: now().UnixMilli(), Problem: msg})
 		case <-synced:
 			synced = nil
+			if ctx.Err() != nil {
+				return
+			}
 			waiting = false
 			reset := message{Type: "reset", Now: now().UnixMilli(), CSRF: s.csrfToken(p), Items: []item{}}
-			for _, inf := range informers {
-				for _, obj := range inf.GetStore().List() {
-					if q, ok := obj.(*hitlv1.UserQuestion); ok {
-						reset.Items = append(reset.Items, s.item(q, p, locs, now()))
-					}
+			for _, q := range sub.list() {
+				if shown(q) {
+					reset.Items = append(reset.Items, s.item(q, p, locs, now()))
 				}
 			}
 			out.send(reset)
 		case ch := <-changes:
-			if waiting {
-				continue // the reset carries it
+			if waiting || !shown(ch.q) {
+				continue // the reset carries it, or the page did not ask for its agent
 			}
 			if ch.typ == watch.Deleted {
 				out.send(message{Type: "delete", Now: now().UnixMilli(), Key: key(ch.q)})
@@ -238,26 +238,6 @@ func send(ctx context.Context, ch chan<- change, typ watch.EventType, obj any) {
 	case ch <- change{typ: typ, q: q}:
 	case <-ctx.Done():
 	}
-}
-
-// newInformer watches, as c's identity, the questions of namespace ("" for
-// all) that sel selects; client-go's reflector lists, watches, resumes and
-// lists again after an expired watch.
-func newInformer(c client.WithWatch, namespace string, sel labels.Selector) toolscache.SharedIndexInformer {
-	opts := func(raw metav1.ListOptions) []client.ListOption {
-		return []client.ListOption{client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel},
-			&client.ListOptions{Raw: &raw}}
-	}
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := &hitlv1.UserQuestionList{}
-			return list, c.List(ctx, list, opts(o)...)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, &hitlv1.UserQuestionList{}, opts(o)...)
-		},
-	}
-	return toolscache.NewSharedIndexInformerWithOptions(lw, &hitlv1.UserQuestion{}, toolscache.SharedIndexInformerOptions{})
 }
 
 // agentSelector selects the questions of agents, or of every agent.

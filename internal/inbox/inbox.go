@@ -49,7 +49,7 @@ type Options struct {
 	// Agents are the agents whose questions are listed; none means all.
 	// A page's ?agent=a,b narrows them further.
 	Agents []string
-	// ClaimDuration is the lease duration of the claims the server holds
+	// ClaimDuration is the duration of the claims the server holds
 	// for open cards; zero means 30s. The claim is renewed every third of it.
 	ClaimDuration time.Duration
 	// ClaimIdle releases a claim whose page has not said for this long
@@ -67,6 +67,10 @@ type Options struct {
 	// Inactive is how long without activity the page still counts its
 	// person as active; zero means 2 minutes.
 	Inactive time.Duration
+	// MaxStreams bounds the live event streams (open pages) of one
+	// person; one more is answered 429. Zero means 8. A person's streams
+	// share their watches, one per namespace.
+	MaxStreams int
 	// Title names the inbox in the page's title and heading.
 	Title string
 	// Log receives the server's log lines.
@@ -80,12 +84,14 @@ type Server struct {
 	page    *template.Template
 	csrfKey []byte
 	claims  *claimTable
+	streams *streams
 	// ctx bounds what outlives a request (claims); Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
-// New returns a Server; Close releases the claims it still holds.
+// New returns a Server; Close releases the claims it still holds and ends
+// its event streams.
 func New(o Options) (*Server, error) {
 	if o.Auth == nil || o.Clients == nil {
 		return nil, errors.New("inbox: Auth and Clients are required")
@@ -95,6 +101,9 @@ func New(o Options) (*Server, error) {
 	o.ReplyTimeout = orDuration(o.ReplyTimeout, 30*time.Second)
 	o.Heartbeat = orDuration(o.Heartbeat, 10*time.Second)
 	o.Inactive = orDuration(o.Inactive, 2*time.Minute)
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = 8
+	}
 	if o.Title == "" {
 		o.Title = "hitl inbox"
 	}
@@ -105,6 +114,10 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	served, err := agentSelector(o.Agents)
+	if err != nil {
+		return nil, err
+	}
 	key, err := randomString(32)
 	if err != nil {
 		return nil, err
@@ -112,6 +125,7 @@ func New(o Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: o, page: page, csrfKey: []byte(key), ctx: ctx, cancel: cancel}
 	s.claims = newClaimTable(ctx, o.ClaimIdle, o.Log)
+	s.streams = newStreams(ctx, o.MaxStreams, served, o.Log)
 	static, err := fs.Sub(assets, "static")
 	if err != nil {
 		return nil, err
@@ -133,7 +147,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases every claim the server holds and stops what it runs.
+// Close releases every claim the server holds and stops what it runs: its
+// event streams and their watches.
 func (s *Server) Close() {
 	s.claims.releaseAll()
 	s.cancel()
@@ -142,9 +157,9 @@ func (s *Server) Close() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	// No script but the inbox's own file, no inline script or style, no
-	// framing, and nothing loaded from elsewhere but an Approval subject's
-	// https icon.
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https:; "+
+	// framing, and nothing loaded from elsewhere: images are the inbox's
+	// own or inline (an Approval subject's icon, iconURL).
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 		"connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")

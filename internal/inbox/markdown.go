@@ -18,14 +18,16 @@ import (
 // md renders an agent's markdown (a question's detail, a plan) to HTML that
 // is safe to put in the page: raw HTML in the source is shown as text
 // (rawAsText; goldmark without WithUnsafe would drop it), links keep only the schemes of safeSchemes and open
-// in a new tab without a referrer, and images become links, so that an
-// agent's text can neither run script nor make the browser load anything.
+// in a new tab without a referrer, and images become links (and any image
+// left is rendered as its text: noImages), so that an agent's text can
+// neither run script nor make the browser load anything.
 var md = goldmark.New(
 	goldmark.WithExtensions(extension.Table, extension.Strikethrough, extension.TaskList),
 	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(linkPolicy{}, 100))),
 	// A lower value than the HTML renderer's 1000 registers later, so that
-	// it replaces that renderer's functions for raw HTML.
-	goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(rawAsText{}, 100))),
+	// it replaces that renderer's functions for raw HTML and images.
+	goldmark.WithRendererOptions(renderer.WithNodeRenderers(
+		util.Prioritized(rawAsText{}, 100), util.Prioritized(noImages{}, 100))),
 )
 
 // safeSchemes are the link schemes an agent's markdown may use.
@@ -161,5 +163,16 @@ func (rawAsText) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 		}
 		_, _ = w.WriteString("</p>\n")
 		return ast.WalkContinue, nil
+	})
+}
+
+// noImages renders an image as its alternative text, never as <img>: the
+// guarantee that the page loads nothing an agent names does not rest on
+// linkPolicy alone finding every image.
+type noImages struct{}
+
+func (noImages) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
+	reg.Register(ast.KindImage, func(util.BufWriter, []byte, ast.Node, bool) (ast.WalkStatus, error) {
+		return ast.WalkContinue, nil // the children (the alt text) render as usual
 	})
 }

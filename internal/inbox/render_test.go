@@ -1,12 +1,22 @@
 package inbox
 
 import (
+	"bytes"
+	"encoding/base64"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/renderer"
+	"github.com/yuin/goldmark/util"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -24,6 +34,11 @@ func TestMarkdownIsSafe(t *testing.T) {
 		{`![pixel](https://tracker.example/p.png)`, `<a href="https://tracker.example/p.png" rel="noopener noreferrer nofollow" target="_blank">pixel</a>`},
 		{`[docs](https://example.com/a?b=1&c=2)`, `<a href="https://example.com/a?b=1&amp;c=2" rel="noopener noreferrer nofollow" target="_blank">docs</a>`},
 		{"**bold** and `code`", `<strong>bold</strong> and <code>code</code>`},
+		{"![ref pixel][p]\n\n[p]: https://tracker.example/r.png", `<a href="https://tracker.example/r.png" rel="noopener noreferrer nofollow" target="_blank">ref pixel</a>`},
+		{`[![badge](https://tracker.example/b.png)](https://example.com)`, `badge</a>`},
+		{"| a |\n| - |\n| ![cell](https://tracker.example/c.png) |", `>cell</a>`},
+		{`![inline](data:image/png;base64,iVBORw0KGgo=)`, `<p>inline</p>`},
+		{`![svg](data:image/svg+xml;base64,PHN2Zz4=)`, `<p>svg</p>`},
 	} {
 		got := string(renderMarkdown(c.src))
 		if !strings.Contains(got, c.want) {
@@ -34,6 +49,89 @@ func TestMarkdownIsSafe(t *testing.T) {
 				t.Errorf("renderMarkdown(%q) = %q contains %q", c.src, got, bad)
 			}
 		}
+	}
+}
+
+// TestNoImagesIsABackstop renders an image that no transformer turned
+// into a link: it is its text, never <img>.
+func TestNoImagesIsABackstop(t *testing.T) {
+	bare := goldmark.New(goldmark.WithRendererOptions(renderer.WithNodeRenderers(util.Prioritized(noImages{}, 100))))
+	var buf bytes.Buffer
+	if err := bare.Convert([]byte(`a ![pixel **here**](https://tracker.example/p.png) b`), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), "<p>a pixel <strong>here</strong> b</p>\n"; got != want {
+		t.Errorf("an image renders as %q, want %q", got, want)
+	}
+}
+
+func TestIconsOnlyFromInlineRasterImages(t *testing.T) {
+	g := NewWithT(t)
+	encoded := func(enc func(io.Writer, image.Image) error) string {
+		var buf bytes.Buffer
+		g.Expect(enc(&buf, image.NewGray(image.Rect(0, 0, 2, 2)))).To(Succeed())
+		return base64.StdEncoding.EncodeToString(buf.Bytes())
+	}
+	pngData := encoded(png.Encode)
+	gifData := encoded(func(w io.Writer, m image.Image) error { return gif.Encode(w, m, nil) })
+	jpegData := encoded(func(w io.Writer, m image.Image) error { return jpeg.Encode(w, m, nil) })
+	webpData := base64.StdEncoding.EncodeToString([]byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00"))
+	svgData := base64.StdEncoding.EncodeToString([]byte(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`))
+	for _, c := range []struct {
+		name, icon string
+		shown      bool
+	}{
+		{"a png", "data:image/png;base64," + pngData, true},
+		{"a gif", "data:image/gif;base64," + gifData, true},
+		{"a jpeg", "data:image/jpeg;base64," + jpegData, true},
+		{"a webp", "data:image/webp;base64," + webpData, true},
+		{"an https URL (a tracking pixel)", "https://tracker.example/p.png", false},
+		{"an http URL", "http://tracker.example/p.png", false},
+		{"a protocol-relative URL", "//tracker.example/p.png", false},
+		{"a relative URL", "/static/logo.png", false},
+		{"an svg", "data:image/svg+xml;base64," + svgData, false},
+		{"an svg named png", "data:image/png;base64," + svgData, false},
+		{"a gif named png", "data:image/png;base64," + gifData, false},
+		{"a png not in base64", "data:image/png,%89PNG%0D%0A%1A%0A", false},
+		{"broken base64", "data:image/png;base64," + pngData[:len(pngData)-3] + "!", false},
+		{"a parameter before base64", "data:image/png;charset=x;base64," + pngData, false},
+		{"an html document", "data:text/html;base64," + base64.StdEncoding.EncodeToString([]byte("<script>alert(1)</script>")), false},
+		{"javascript", "javascript:alert(1)", false},
+		{"nothing", "", false},
+	} {
+		got := string(iconURL(c.icon))
+		if c.shown {
+			g.Expect(got).To(Equal(c.icon), c.name)
+		} else {
+			g.Expect(got).To(BeEmpty(), c.name)
+		}
+	}
+
+	s, err := New(Options{Auth: &ProxyAuth{Secret: []byte("0123456789abcdef")}, Clients: StaticClient(nil)})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer s.Close()
+	card := func(icon string) string {
+		return s.item(approval(icon), Person{Username: "alice"}, nil, time.Now()).Card
+	}
+	g.Expect(card("data:image/png;base64,"+pngData)).To(ContainSubstring(`<img src="data:image/png;base64,`+pngData+`"`),
+		"html/template keeps the checked data: URI")
+	g.Expect(card("https://tracker.example/p.png")).NotTo(ContainSubstring("<img"))
+	g.Expect(card("https://tracker.example/p.png")).NotTo(ContainSubstring("tracker.example"))
+	g.Expect(card("data:image/svg+xml;base64," + svgData)).NotTo(ContainSubstring("<img"))
+}
+
+// approval is an open Approval question whose subject has icon.
+func approval(icon string) *hitlv1.UserQuestion {
+	return &hitlv1.UserQuestion{
+		ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns", CreationTimestamp: metav1.Now()},
+		Spec: hitlv1.UserQuestionSpec{Agent: "bot", Questions: []hitlv1.Question{{
+			ID: "allow", Question: "Run the migration?",
+			Options: []hitlv1.QuestionOption{{Label: "Allow"}, {Label: "Deny"}},
+			Intent: &hitlv1.QuestionIntent{Type: hitlv1.IntentApproval, Approval: &hitlv1.ApprovalIntent{
+				Approve: "Allow", Reject: "Deny", Subject: &hitlv1.ApprovalSubject{Name: "migrator", Icon: icon},
+			}},
+		}}},
+		Status: hitlv1.UserQuestionStatus{State: hitlv1.StateOpen},
 	}
 }
 
@@ -54,7 +152,7 @@ func TestCardsEscapeAgentText(t *testing.T) {
 				Display: &hitlv1.ApprovalDisplay{Question: hitlv1.LocalizedText{"en": evil}, Approve: hitlv1.LocalizedText{"en": evil}},
 			}},
 		}}},
-		Status: hitlv1.UserQuestionStatus{State: hitlv1.StateOpen, Claims: []hitlv1.ClaimHolder{{Lease: "l", Holder: evil}},
+		Status: hitlv1.UserQuestionStatus{State: hitlv1.StateOpen, Claims: []hitlv1.ClaimHolder{{Name: "l", Holder: evil}},
 			QueuedReply: &hitlv1.QueuedReply{Name: evil, AnsweredBy: &hitlv1.UserInfo{Username: evil},
 				Answers: []hitlv1.AnswerItem{{ID: evil, Custom: evil}}}},
 	}
@@ -66,7 +164,7 @@ func TestCardsEscapeAgentText(t *testing.T) {
 		g.Expect(html).NotTo(ContainSubstring("javascript:"))
 		g.Expect(html).To(ContainSubstring("&lt;script&gt;"))
 	}
-	g.Expect(it.Card).NotTo(ContainSubstring("<img"), "an icon that is not https is not shown")
+	g.Expect(it.Card).NotTo(ContainSubstring("<img"), "an icon that is not an inline raster image is not shown")
 	g.Expect(it.Status).To(ContainSubstring(`data-action="withdraw"`), "the person's own queued reply can be withdrawn")
 }
 

@@ -67,7 +67,7 @@ func TestStandbyKeepsItsCacheWarm(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 
-	for _, list := range []client.ObjectList{&hitlv1.UserQuestionList{}, &hitlv1.QuestionReplyList{}, &coordinationv1.LeaseList{}} {
+	for _, list := range []client.ObjectList{&hitlv1.UserQuestionList{}, &hitlv1.QuestionReplyList{}, &hitlv1.QuestionClaimList{}} {
 		// A cache read waits until the informer has synced; before the
 		// cache itself has started it fails with ErrCacheNotStarted, and
 		// is tried again. A kind no informer serves fails at once.

@@ -17,21 +17,33 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// InjectCALabel marks the webhook configurations whose caBundle the manager
-// fills with the CA of its own webhook certificate; the value names the
-// Secret that holds it.
+// InjectCALabel marks the webhook configurations that accept the CA of the
+// manager's own webhook certificate; the value names the Secret that holds
+// it. The CA goes into a configuration only when the Secret names it (the
+// annotations below) and it carries this label naming the Secret.
 const InjectCALabel = "hitl.dev/inject-ca-from-secret"
+
+// Annotations of the certificate Secret naming, comma-separated, the webhook
+// configurations to inject its CA into. The manager reads each by name and
+// never lists them, so that its RBAC can name them (resourceNames) instead
+// of granting every webhook configuration of the cluster. A name that is not
+// installed is skipped (config/webhook-feedback has no mutating
+// configuration).
+const (
+	MutatingConfigurationsAnnotation   = "hitl.dev/mutating-webhook-configurations"
+	ValidatingConfigurationsAnnotation = "hitl.dev/validating-webhook-configurations"
+)
 
 // Lifetimes of the generated certificates, and how early they are renewed:
 // the serving certificate when less than a third of its life is left, the
@@ -43,11 +55,16 @@ const (
 
 // WebhookCerts provisions and rotates the webhook server's certificate
 // without cert-manager: a self-signed CA and a serving certificate for the
-// Services the labelled webhook configurations call, kept in one Secret that
-// every replica shares, written to the webhook server's certificate
-// directory (which reloads it), with the CA injected into the
-// configurations. Every replica runs it; racing writes are guarded by the
-// Secret's resourceVersion.
+// Services the webhook configurations call, kept in one Secret that every
+// replica shares, written to the webhook server's certificate directory
+// (which reloads it), with the CA injected into the configurations. Every
+// replica runs it; racing writes are guarded by the Secret's
+// resourceVersion.
+//
+// The install ships the Secret, empty, with the annotations that name the
+// configurations: the manager only reads and updates that one Secret and
+// reads and patches those configurations, each by name, which RBAC can
+// grant by resourceNames (config/webhook-certificate).
 type WebhookCerts struct {
 	// Client reads and writes directly (not from a cache): the Secret and
 	// the webhook configurations are read before the manager starts.
@@ -93,38 +110,34 @@ func (w *WebhookCerts) Start(ctx context.Context) error {
 func (w *WebhookCerts) NeedLeaderElection() bool { return false }
 
 // Ensure makes the Secret hold a valid certificate for the webhook Services,
-// writes it to Dir, and injects the CA into the labelled configurations.
+// writes it to Dir, and injects the CA into the configurations it names.
 func (w *WebhookCerts) Ensure(ctx context.Context) error {
-	hosts, err := w.hosts(ctx)
+	sec := &corev1.Secret{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Secret}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Creating it would take the right to create any Secret.
+			return fmt.Errorf("reading Secret %s/%s: %w (the install ships it; the manager only fills it)", w.Namespace, w.Secret, err)
+		}
+		return fmt.Errorf("reading Secret %s/%s: %w", w.Namespace, w.Secret, err)
+	}
+	configs, err := w.configurations(ctx, sec)
 	if err != nil {
 		return err
 	}
-	sec := &corev1.Secret{}
-	err = w.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Secret}, sec)
-	switch {
-	case apierrors.IsNotFound(err):
-		sec = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Secret,
-				Labels: map[string]string{"app.kubernetes.io/name": "hitl", "app.kubernetes.io/component": "webhook-certificate"}},
-			Type: corev1.SecretTypeTLS,
-		}
-	case err != nil:
-		return fmt.Errorf("reading Secret %s/%s: %w", w.Namespace, w.Secret, err)
+	hosts := serviceHosts(configs)
+	if len(hosts) == 0 {
+		return fmt.Errorf("no webhook configuration that Secret %s/%s names (annotations %s, %s) is installed, labelled %s=%s and calls a Service",
+			w.Namespace, w.Secret, MutatingConfigurationsAnnotation, ValidatingConfigurationsAnnotation, InjectCALabel, w.Secret)
 	}
-	now := w.Clock.Now()
-	data, changed, err := renew(sec.Data, hosts, now)
+	data, changed, err := renew(sec.Data, hosts, w.Clock.Now())
 	if err != nil {
 		return err
 	}
 	if changed {
 		sec.Data = data
-		if sec.ResourceVersion == "" {
-			err = w.Client.Create(ctx, sec)
-		} else {
-			err = w.Client.Update(ctx, sec) // guarded by the resourceVersion read
-		}
-		if err != nil {
-			// Another replica wrote first: use its certificate next time.
+		// Guarded by the resourceVersion read: another replica that wrote
+		// first wins, and its certificate is used next time.
+		if err := w.Client.Update(ctx, sec); err != nil {
 			return fmt.Errorf("writing Secret %s/%s: %w", w.Namespace, w.Secret, err)
 		}
 		logf.FromContext(ctx).Info("Wrote a new webhook certificate", "secret", w.Namespace+"/"+w.Secret, "hosts", hosts)
@@ -132,48 +145,103 @@ func (w *WebhookCerts) Ensure(ctx context.Context) error {
 	if err := w.writeFiles(sec.Data); err != nil {
 		return err
 	}
-	return w.inject(ctx, sec.Data[keyCACert])
+	for _, c := range configs {
+		if err := w.setBundles(ctx, c, sec.Data[keyCACert]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// hosts are the DNS names of every Service the labelled configurations
-// call, sorted.
-func (w *WebhookCerts) hosts(ctx context.Context) ([]string, error) {
-	sel := client.MatchingLabels{InjectCALabel: w.Secret}
-	var mutating admissionv1.MutatingWebhookConfigurationList
-	if err := w.Client.List(ctx, &mutating, sel); err != nil {
-		return nil, fmt.Errorf("listing mutating webhook configurations: %w", err)
-	}
-	var validating admissionv1.ValidatingWebhookConfigurationList
-	if err := w.Client.List(ctx, &validating, sel); err != nil {
-		return nil, fmt.Errorf("listing validating webhook configurations: %w", err)
-	}
-	var refs []*admissionv1.ServiceReference
-	for _, c := range mutating.Items {
-		for _, h := range c.Webhooks {
-			refs = append(refs, h.ClientConfig.Service)
+// webhookConfiguration is a mutating or validating webhook configuration
+// and the client configurations of its webhooks, which point into it.
+type webhookConfiguration struct {
+	obj     client.Object
+	clients []*admissionv1.WebhookClientConfig
+}
+
+// configurations reads, each by name, the webhook configurations that sec's
+// annotations name, skipping those not installed.
+func (w *WebhookCerts) configurations(ctx context.Context, sec *corev1.Secret) ([]webhookConfiguration, error) {
+	var out []webhookConfiguration
+	for _, name := range names(sec.Annotations[MutatingConfigurationsAnnotation]) {
+		c := &admissionv1.MutatingWebhookConfiguration{}
+		found, err := w.getConfiguration(ctx, "MutatingWebhookConfiguration", name, c)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			wc := webhookConfiguration{obj: c}
+			for i := range c.Webhooks {
+				wc.clients = append(wc.clients, &c.Webhooks[i].ClientConfig)
+			}
+			out = append(out, wc)
 		}
 	}
-	for _, c := range validating.Items {
-		for _, h := range c.Webhooks {
-			refs = append(refs, h.ClientConfig.Service)
+	for _, name := range names(sec.Annotations[ValidatingConfigurationsAnnotation]) {
+		c := &admissionv1.ValidatingWebhookConfiguration{}
+		found, err := w.getConfiguration(ctx, "ValidatingWebhookConfiguration", name, c)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			wc := webhookConfiguration{obj: c}
+			for i := range c.Webhooks {
+				wc.clients = append(wc.clients, &c.Webhooks[i].ClientConfig)
+			}
+			out = append(out, wc)
 		}
 	}
+	return out, nil
+}
+
+// getConfiguration reads the webhook configuration kind name into obj, and
+// says whether it is installed. One that is installed but not labelled for
+// the Secret is an error: the CA goes only where both ends agree.
+func (w *WebhookCerts) getConfiguration(ctx context.Context, kind, name string, obj client.Object) (bool, error) {
+	switch err := w.Client.Get(ctx, client.ObjectKey{Name: name}, obj); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s %s: %w", kind, name, err)
+	}
+	if got := obj.GetLabels()[InjectCALabel]; got != w.Secret {
+		return false, fmt.Errorf("%s %s, which Secret %s/%s names, is labelled %s=%q: not injecting the CA into it",
+			kind, name, w.Namespace, w.Secret, InjectCALabel, got)
+	}
+	return true, nil
+}
+
+// names splits a comma-separated list of names.
+func names(list string) []string {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// serviceHosts are the DNS names of every Service that configs call,
+// sorted.
+func serviceHosts(configs []webhookConfiguration) []string {
 	var hosts []string
-	for _, r := range refs {
-		if r == nil {
-			continue
-		}
-		for _, h := range []string{r.Name + "." + r.Namespace + ".svc", r.Name + "." + r.Namespace + ".svc.cluster.local"} {
-			if !slices.Contains(hosts, h) {
-				hosts = append(hosts, h)
+	for _, c := range configs {
+		for _, cc := range c.clients {
+			r := cc.Service
+			if r == nil {
+				continue
+			}
+			for _, h := range []string{r.Name + "." + r.Namespace + ".svc", r.Name + "." + r.Namespace + ".svc.cluster.local"} {
+				if !slices.Contains(hosts, h) {
+					hosts = append(hosts, h)
+				}
 			}
 		}
 	}
-	if len(hosts) == 0 {
-		return nil, fmt.Errorf("no webhook configuration labelled %s=%s calls a Service", InjectCALabel, w.Secret)
-	}
 	sort.Strings(hosts)
-	return hosts, nil
+	return hosts
 }
 
 // writeFiles writes the serving pair into Dir when it differs, through a
@@ -198,47 +266,12 @@ func (w *WebhookCerts) writeFiles(data map[string][]byte) error {
 	return nil
 }
 
-// inject sets every webhook's caBundle of the labelled configurations to ca.
-func (w *WebhookCerts) inject(ctx context.Context, ca []byte) error {
-	sel := client.MatchingLabels{InjectCALabel: w.Secret}
-	var mutating admissionv1.MutatingWebhookConfigurationList
-	if err := w.Client.List(ctx, &mutating, sel); err != nil {
-		return err
-	}
-	for i := range mutating.Items {
-		c := &mutating.Items[i]
-		var configs []*admissionv1.WebhookClientConfig
-		for j := range c.Webhooks {
-			configs = append(configs, &c.Webhooks[j].ClientConfig)
-		}
-		if err := w.setBundles(ctx, c, configs, ca); err != nil {
-			return err
-		}
-	}
-	var validating admissionv1.ValidatingWebhookConfigurationList
-	if err := w.Client.List(ctx, &validating, sel); err != nil {
-		return err
-	}
-	for i := range validating.Items {
-		c := &validating.Items[i]
-		var configs []*admissionv1.WebhookClientConfig
-		for j := range c.Webhooks {
-			configs = append(configs, &c.Webhooks[j].ClientConfig)
-		}
-		if err := w.setBundles(ctx, c, configs, ca); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// setBundles sets ca in configs, the client configurations of c's
-// webhooks, and patches c (guarded by its resourceVersion) when one was
-// stale.
-func (w *WebhookCerts) setBundles(ctx context.Context, c client.Object, configs []*admissionv1.WebhookClientConfig, ca []byte) error {
-	patch := client.MergeFromWithOptions(c.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+// setBundles sets ca in the client configurations of c's webhooks, and
+// patches c (guarded by the resourceVersion read) when one was stale.
+func (w *WebhookCerts) setBundles(ctx context.Context, c webhookConfiguration, ca []byte) error {
+	patch := client.MergeFromWithOptions(c.obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 	stale := false
-	for _, cc := range configs {
+	for _, cc := range c.clients {
 		if !bytes.Equal(cc.CABundle, ca) {
 			cc.CABundle, stale = ca, true
 		}
@@ -246,8 +279,8 @@ func (w *WebhookCerts) setBundles(ctx context.Context, c client.Object, configs 
 	if !stale {
 		return nil
 	}
-	if err := w.Client.Patch(ctx, c, patch); err != nil {
-		return fmt.Errorf("injecting the CA into %s: %w", c.GetName(), err)
+	if err := w.Client.Patch(ctx, c.obj, patch); err != nil {
+		return fmt.Errorf("injecting the CA into %s: %w", c.obj.GetName(), err)
 	}
 	return nil
 }
@@ -354,8 +387,8 @@ func newCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now 
 const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // ProvisionWebhookCerts makes sure, before the webhook server starts, that
-// dir holds a certificate from the Secret namespace/secret (creating or
-// renewing it) and that the labelled webhook configurations trust its CA;
+// dir holds a certificate from the Secret namespace/secret (filling or
+// renewing it) and that the webhook configurations it names trust its CA;
 // it retries for up to timeout (the configurations may be applied just
 // after the Deployment). The returned WebhookCerts, added to the manager,
 // keeps both current. An empty namespace means the Pod's own.

@@ -166,6 +166,28 @@ func TestHTTPServiceAccountGroups(t *testing.T) {
 	e.g.Expect(e.asked("grouped").Spec.Agent).To(Equal("grouped"))
 }
 
+// A session with no request in progress for the idle timeout is closed; a
+// call that waits longer than that keeps its session.
+func TestHTTPIdleSessionExpires(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("http-bot")
+	const idle = 500 * time.Millisecond
+	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{Config: e.k.Config, SessionTimeout: idle})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cs := e.httpSession(srv.URL, e.mcpToken("http-bot"))
+
+	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "ask_user_question", whereArgs("1500ms")))
+	e.g.Expect(res.Pending).To(BeTrue())
+	e.g.Expect(h.Sessions()).To(Equal(1), "the session of a call that waited past the idle timeout")
+
+	// Watched from the server's side: a request would reset the timer.
+	e.g.Eventually(h.Sessions, 10*idle).Should(BeZero())
+	_, err = cs.ListTools(e.ctx, nil)
+	e.g.Expect(err).To(MatchError(mcp.ErrSessionMissing))
+}
+
 func TestHTTPRefusesBadTokens(t *testing.T) {
 	e := newEnv(t)
 	e.serviceAccount("http-bot")
@@ -177,20 +199,7 @@ func TestHTTPRefusesBadTokens(t *testing.T) {
 	other, _, err := testenv.RequestAudienceToken(e.ctx, e.admin, e.ns, "http-bot", time.Hour, "other-service")
 	e.g.Expect(err).NotTo(HaveOccurred())
 
-	status := func(header string) int {
-		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"v0"}}}`
-		req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, endpoint, strings.NewReader(body))
-		e.g.Expect(err).NotTo(HaveOccurred())
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if header != "" {
-			req.Header.Set("Authorization", header)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		e.g.Expect(err).NotTo(HaveOccurred())
-		_ = resp.Body.Close()
-		return resp.StatusCode
-	}
+	status := func(header string) int { return e.status(endpoint, header) }
 	// The positive controls: a hitl-mcp token, and one signed here like
 	// the API server signs them, both accepted.
 	e.g.Expect(status("Bearer " + e.mcpToken("http-bot"))).To(Equal(http.StatusOK))

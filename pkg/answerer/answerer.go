@@ -49,20 +49,22 @@ import (
 // safe for concurrent use once its Clock is set.
 type Answerer struct {
 	// Clock is the time source for a claim's Remaining time, its
-	// acquire and renew times and its renewal ticker. New sets the real
+	// renew times and its renewal ticker. New sets the real
 	// clock; tests may replace it before the Answerer is first used.
 	Clock clock.WithTicker
 
 	client    client.WithWatch
 	namespace string
-	holder    string
-	agents    []string
+	// holder names the Answerer in its logs; it is not written into claims.
+	holder string
+	agents []string
 }
 
-// New returns an Answerer that acts through c in namespace, names itself
-// holder in the claims it makes (the Leases' holderIdentity, which UIs show
-// as "holder is answering"), and serves the given agents, or every agent
-// when none is given.
+// New returns an Answerer that acts through c in namespace and serves the
+// given agents, or every agent when none is given. holder names the
+// Answerer in its logs only: the holder of the claims it makes, which UIs
+// show as "holder is answering", is the identity c authenticates as,
+// stamped by the API server.
 func New(c client.WithWatch, namespace, holder string, agents ...string) *Answerer {
 	return &Answerer{
 		Clock:     clock.RealClock{},
@@ -73,7 +75,7 @@ func New(c client.WithWatch, namespace, holder string, agents ...string) *Answer
 	}
 }
 
-// NewInCluster returns an Answerer, named holder in its claims, that
+// NewInCluster returns an Answerer, named holder in its logs, that
 // serves the given agents (every agent when none is given) from the
 // cluster the program runs in: in a Pod, as its ServiceAccount and in its
 // namespace; elsewhere through KUBECONFIG (or ~/.kube/config), in its

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,17 +66,19 @@ func replies(ns string) []hitlv1.QuestionReply {
 	return list.Items
 }
 
-func lease(ns, name string) func() error {
+// claimed returns a function that reads the QuestionClaim's error, nil
+// while it exists.
+func claimed(ns, name string) func() error {
 	return func() error {
-		return admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &coordinationv1.Lease{})
+		return admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &hitlv1.QuestionClaim{})
 	}
 }
 
-func getLease(ns, name string) *coordinationv1.Lease {
+func getClaim(ns, name string) *hitlv1.QuestionClaim {
 	GinkgoHelper()
-	l := &coordinationv1.Lease{}
-	Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l)).To(Succeed())
-	return l
+	c := &hitlv1.QuestionClaim{}
+	Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)).To(Succeed())
+	return c
 }
 
 func notFound() OmegaMatcher { return WithTransform(apierrors.IsNotFound, BeTrue()) }
@@ -463,26 +464,30 @@ var _ = Describe("Claim", func() {
 		Expect(claim.Remaining).To(And(BeNumerically(">", 0), BeNumerically("<=", 4*time.Second)))
 		Expect(claim.Deadline).NotTo(BeZero())
 
-		l := getLease(ns, claim.Lease)
-		Expect(l.Labels).To(Equal(map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: "q"}))
-		Expect(l.OwnerReferences).To(HaveLen(1))
-		Expect(l.OwnerReferences[0].UID).To(Equal(question(ns, "q")().UID))
-		Expect(l.OwnerReferences[0].BlockOwnerDeletion).To(BeNil())
-		Expect(*l.Spec.HolderIdentity).To(Equal("alice-inbox"))
-		Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(5)))
+		c := getClaim(ns, claim.Name)
+		uid := question(ns, "q")().UID
+		Expect(c.Labels).To(Equal(map[string]string{hitlv1.QuestionLabel: "q", hitlv1.AgentLabel: "bot"}))
+		Expect(c.OwnerReferences).To(HaveLen(1))
+		Expect(c.OwnerReferences[0].UID).To(Equal(uid))
+		Expect(c.OwnerReferences[0].BlockOwnerDeletion).To(BeNil())
+		Expect(c.Spec.QuestionRef).To(Equal(hitlv1.QuestionReference{Name: "q", UID: uid}))
+		Expect(c.Spec.Agent).To(Equal("bot"))
+		Expect(c.Spec.DurationSeconds).To(Equal(int32(5)))
+		Expect(c.Spec.Holder).NotTo(BeNil(), "the API server stamps the holder")
+		Expect(c.Spec.Holder.Username).NotTo(Equal("alice-inbox"), "the Answerer's name is not a holder")
 		Eventually(func() []hitlv1.ClaimHolder { return question(ns, "q")().Status.Claims }).
-			Should(ContainElement(hitlv1.ClaimHolder{Lease: claim.Lease, Holder: "alice-inbox"}))
+			Should(ContainElement(hitlv1.ClaimHolder{Name: claim.Name, Holder: c.Spec.Holder.Username}))
+		created := c.Spec.RenewTime.Time
 
-		// Past the deadline and past one lease duration: only renewals keep it live.
+		// Past the deadline and past one claim duration: only renewals keep it live.
 		Consistently(state(ns, "q"), 6*time.Second).Should(Equal(hitlv1.StateOpen))
-		l = getLease(ns, claim.Lease)
-		Expect(l.Spec.RenewTime.Time).To(BeTemporally(">", l.Spec.AcquireTime.Time.Add(3*time.Second)))
+		Expect(getClaim(ns, claim.Name).Spec.RenewTime.Time).To(BeTemporally(">", created.Add(3*time.Second)))
 
 		Expect(claim.Close()).To(Succeed())
 		// Left to expire, the claim renewed at most 5/3 s ago would hold
 		// the window at least 3.3 s more.
 		Eventually(state(ns, "q"), 2500*time.Millisecond).Should(Equal(hitlv1.StateContinued))
-		Expect(lease(ns, claim.Lease)()).To(notFound())
+		Expect(claimed(ns, claim.Name)()).To(notFound())
 		Expect(claim.Close()).To(Succeed(), "Close is idempotent")
 	})
 
@@ -496,24 +501,24 @@ var _ = Describe("Claim", func() {
 		Eventually(holders).Should(HaveLen(1))
 
 		cancel()
-		Eventually(lease(ns, claim.Lease)).Should(notFound())
+		Eventually(claimed(ns, claim.Name)).Should(notFound())
 		Expect(claim.Close()).To(Succeed())
 		Eventually(holders).Should(BeEmpty())
 	})
 
-	It("reports no window left on a blocking question and clamps the lease duration", func() {
+	It("reports no window left on a blocking question and clamps the claim's duration", func() {
 		ask(where("q", ns, "bot").Obj())
 		short, err := a.Claim(ctx, "q", time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(short.Close)
 		Expect(short.Remaining).To(BeZero())
 		Expect(short.Deadline).To(BeZero())
-		Expect(*getLease(ns, short.Lease).Spec.LeaseDurationSeconds).To(Equal(int32(5)))
+		Expect(getClaim(ns, short.Name).Spec.DurationSeconds).To(Equal(int32(5)))
 
 		long, err := a.Claim(ctx, "q", time.Hour)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(long.Close)
-		Expect(*getLease(ns, long.Lease).Spec.LeaseDurationSeconds).To(Equal(int32(300)))
+		Expect(getClaim(ns, long.Name).Spec.DurationSeconds).To(Equal(int32(300)))
 	})
 
 	It("reports no window left on a Continued question", func() {
@@ -535,12 +540,12 @@ var _ = Describe("Claim", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = a.Claim(ctx, "q", 5*time.Second)
 		Expect(validation.CodeOf(err)).To(Equal(hitlv1.CodeNotAnswerable))
-		var leases coordinationv1.LeaseList
-		Expect(admin.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
-		Expect(leases.Items).To(BeEmpty())
+		var claims hitlv1.QuestionClaimList
+		Expect(admin.List(ctx, &claims, client.InNamespace(ns))).To(Succeed())
+		Expect(claims.Items).To(BeEmpty())
 	})
 
-	It("renews every third of its duration on its clock, and stops when the Lease is gone", func() {
+	It("renews every third of its duration on its clock, and stops when its QuestionClaim is gone", func() {
 		clk := clocktesting.NewFakeClock(time.Now())
 		var patches atomic.Int32
 		a = answerer.New(interceptor.NewClient(watcher, interceptor.Funcs{
@@ -556,11 +561,11 @@ var _ = Describe("Claim", func() {
 		Eventually(clk.HasWaiters).Should(BeTrue())
 
 		clk.Step(2 * time.Second)
-		Eventually(func() time.Time { return getLease(ns, claim.Lease).Spec.RenewTime.Time }).
+		Eventually(func() time.Time { return getClaim(ns, claim.Name).Spec.RenewTime.Time }).
 			Should(BeTemporally("~", clk.Now(), time.Millisecond))
 		Expect(patches.Load()).To(Equal(int32(1)))
 
-		Expect(admin.Delete(ctx, getLease(ns, claim.Lease))).To(Succeed())
+		Expect(admin.Delete(ctx, getClaim(ns, claim.Name))).To(Succeed())
 		clk.Step(2 * time.Second)
 		Eventually(patches.Load).Should(Equal(int32(2)))
 		clk.Step(2 * time.Second)

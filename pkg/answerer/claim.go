@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -23,8 +22,8 @@ const (
 	releaseTimeout = 5 * time.Second
 )
 
-// Claim is a live claim on a question: a Lease that the Answerer renews in
-// the background until Close is called or the context given to
+// Claim is a live claim on a question: a QuestionClaim that the Answerer
+// renews in the background until Close is called or the context given to
 // Answerer.Claim ends, and then deletes. While it lives, the controller
 // does not close the question's window.
 //
@@ -32,13 +31,14 @@ const (
 // specification leaves the countdown to the answerer's UI, which may pause
 // it (while the person types, say) and calls Close when it ends.
 //
-// A claim can be lost while the UI still shows it: its Lease deleted, or
-// its renewals refused (an answerer without the verb patch on leases) or
-// failing until the Lease expired. Lost and Err report it, so that the UI
+// A claim can be lost while the UI still shows it: its QuestionClaim
+// deleted, or its renewals refused (an answerer who may not patch
+// questionclaims, or has lost the grant to answer the question's agent) or
+// failing until the claim expired. Lost and Err report it, so that the UI
 // can tell the person that the window is no longer held for them.
 type Claim struct {
-	// Lease is the name of the claim's Lease.
-	Lease string
+	// Name is the name of the claim's QuestionClaim.
+	Name string
 	// Remaining is the time that was left in the question's window when
 	// it was claimed (status.deadline - now): what a UI counts down from.
 	// It is 0 when the question has no window left: it is blocking,
@@ -59,12 +59,15 @@ type Claim struct {
 }
 
 // Claim claims a question for duration, clamped to 5s..300s: it creates a
-// coordination.k8s.io/v1 Lease named "<question>-claim-<random>", labelled
-// hitl.dev/claim=true and hitl.dev/question=<question>, owned by the
-// question (so it goes when the question goes), held by the answerer's
-// holder, and renews it every third of its duration. Renewing stops when
-// the claim is lost (see Lost): its Lease found deleted, e.g. by the
-// controller with an expired question, or its renewals refused. A
+// QuestionClaim (hitl.dev/v1alpha1) named "<question>-claim-<random>",
+// labelled hitl.dev/question=<question> and hitl.dev/agent=<agent>, owned
+// by the question (so it goes when the question goes), naming the question
+// by name and UID and its agent, and renews it every third of its
+// duration. The API server stamps the claim's holder from the identity the
+// Answerer's client authenticates as, and refuses the claim (FORBIDDEN)
+// unless that identity may answer the question's agent. Renewing stops when
+// the claim is lost (see Lost): its QuestionClaim found deleted, e.g. by
+// the controller with an expired question, or its renewals refused. A
 // missing, Settled or Cancelled question is NOT_ANSWERABLE.
 // Claiming a blocking or Continued question is allowed and changes
 // nothing but status.claims, which UIs show.
@@ -77,17 +80,17 @@ func (a *Answerer) Claim(ctx context.Context, question string, duration time.Dur
 		return nil, notAnswerable("question %s is %s", q.Name, q.Status.State)
 	}
 	now := a.Clock.Now()
-	lease := a.newLease(q, leaseSeconds(duration), now)
-	if err := a.client.Create(ctx, lease); err != nil {
+	qc := newQuestionClaim(q, claimSeconds(duration), now)
+	if err := a.client.Create(ctx, qc); err != nil {
 		return nil, apiError(err, "claiming question %s", q.Name)
 	}
-	c := &Claim{Lease: lease.Name, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+	c := &Claim{Name: qc.Name, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
 	c.Deadline, c.Remaining = window(q, now)
-	go c.hold(ctx, &leaseHolder{client: a.client, clock: a.Clock, lease: lease})
+	go c.hold(ctx, &claimHolder{client: a.client, clock: a.Clock, claim: qc, answerer: a.holder})
 	return c, nil
 }
 
-// Close stops renewing the claim and deletes its Lease, so that the
+// Close stops renewing the claim and deletes its QuestionClaim, so that the
 // question's original deadline applies again at once. It may be called
 // more than once, also after the claim's context ended; each call returns
 // the deletion's result.
@@ -98,9 +101,10 @@ func (c *Claim) Close() error {
 }
 
 // Lost returns a channel that is closed when the claim stops holding the
-// question's window before Close: its Lease was deleted, a renewal was
-// refused for good (forbidden, say: the answerer may not patch Leases), or
-// renewals failed for as long as the Lease's duration, so that the
+// question's window before Close: its QuestionClaim was deleted, a renewal
+// was refused for good (forbidden, say: the answerer may not patch
+// questionclaims, or may no longer answer the question's agent), or
+// renewals failed for as long as the claim's duration, so that the
 // controller counts it as expired. A lost claim is not renewed any more;
 // Err says why it was lost. Close and the end of the claim's context do
 // not close Lost: they end a claim, they do not lose it.
@@ -109,7 +113,7 @@ func (c *Claim) Lost() <-chan struct{} { return c.lost }
 // Err returns nil while the claim holds, and once Lost is closed the error
 // that lost it: the API server's error of the refused or last failed
 // renewal (test it with apierrors.IsForbidden, IsNotFound, ...), wrapped
-// with the Lease's name.
+// with the QuestionClaim's name.
 func (c *Claim) Err() error {
 	select {
 	case <-c.lost:
@@ -119,37 +123,37 @@ func (c *Claim) Err() error {
 	}
 }
 
-// hold renews the Lease until the claim is closed or ctx ends, then
-// releases it. A failed renewal is retried at the next tick, which still
-// falls inside the Lease's duration, unless it cannot succeed or the Lease
-// has gone unrenewed for its whole duration: then the claim is lost.
-func (c *Claim) hold(ctx context.Context, h *leaseHolder) {
+// hold renews the QuestionClaim until the claim is closed or ctx ends,
+// then releases it. A failed renewal is retried at the next tick, which
+// still falls inside the claim's duration, unless it cannot succeed or the
+// claim has gone unrenewed for its whole duration: then the claim is lost.
+func (c *Claim) hold(ctx context.Context, h *claimHolder) {
 	defer close(c.done)
 	ticker := h.clock.NewTicker(h.period())
 	defer ticker.Stop()
 	tick := ticker.C()
-	renewed := h.lease.Spec.RenewTime.Time
+	renewed := h.claim.Spec.RenewTime.Time
 	for {
 		select {
 		case <-tick:
 			err := h.renew(ctx)
 			switch {
 			case err == nil:
-				renewed = h.lease.Spec.RenewTime.Time
+				renewed = h.claim.Spec.RenewTime.Time
 			case ctx.Err() != nil:
 				// The claim is ending; release it below.
 			case apierrors.IsNotFound(err):
-				c.lose("its Lease was deleted", err)
+				c.lose("its QuestionClaim was deleted", err)
 				tick = nil
 			case refused(err):
-				c.lose("renewing its Lease was refused", err)
+				c.lose("renewing its QuestionClaim was refused", err)
 				tick = nil
 			case h.clock.Since(renewed) >= h.duration():
-				c.lose(fmt.Sprintf("its Lease was not renewed for %s and has expired", h.duration()), err)
+				c.lose(fmt.Sprintf("its QuestionClaim was not renewed for %s and has expired", h.duration()), err)
 				tick = nil
 			default:
 				klog.FromContext(ctx).V(1).Info("Renewing a claim failed; retrying at the next renewal",
-					"lease", klog.KObj(h.lease), "err", err)
+					"claim", klog.KObj(h.claim), "answerer", h.answerer, "err", err)
 			}
 			continue
 		case <-c.stop:
@@ -163,7 +167,7 @@ func (c *Claim) hold(ctx context.Context, h *leaseHolder) {
 // lose records why the claim was lost and closes Lost; only hold calls it,
 // at most once.
 func (c *Claim) lose(why string, err error) {
-	c.lostErr = fmt.Errorf("claim %s is lost: %s: %w", c.Lease, why, err)
+	c.lostErr = fmt.Errorf("claim %s is lost: %s: %w", c.Name, why, err)
 	close(c.lost)
 }
 
@@ -174,30 +178,31 @@ func refused(err error) bool {
 		apierrors.IsMethodNotSupported(err)
 }
 
-func (a *Answerer) newLease(q *hitlv1.UserQuestion, seconds int32, now time.Time) *coordinationv1.Lease {
-	t := metav1.NewMicroTime(now)
-	return &coordinationv1.Lease{
+// newQuestionClaim is the claim on q that Claim creates. Its holder is
+// left empty: admission stamps it from the requester.
+func newQuestionClaim(q *hitlv1.UserQuestion, seconds int32, now time.Time) *hitlv1.QuestionClaim {
+	return &hitlv1.QuestionClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: q.Name + "-claim-",
 			Namespace:    q.Namespace,
-			Labels:       map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: q.Name},
+			Labels:       map[string]string{hitlv1.QuestionLabel: q.Name, hitlv1.AgentLabel: q.Spec.Agent},
 			// No blockOwnerDeletion: deleting a question must not wait for its claims.
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: q.Name, UID: q.UID,
 			}},
 		},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(a.holder),
-			LeaseDurationSeconds: ptr.To(seconds),
-			AcquireTime:          &t,
-			RenewTime:            &t,
+		Spec: hitlv1.QuestionClaimSpec{
+			QuestionRef:     hitlv1.QuestionReference{Name: q.Name, UID: q.UID},
+			Agent:           q.Spec.Agent,
+			DurationSeconds: seconds,
+			RenewTime:       ptr.To(metav1.NewMicroTime(now)),
 		},
 	}
 }
 
-// leaseSeconds rounds a claim's duration up to whole seconds, so the Lease
+// claimSeconds rounds a claim's duration up to whole seconds, so the claim
 // covers at least what was asked, within the allowed range.
-func leaseSeconds(d time.Duration) int32 {
+func claimSeconds(d time.Duration) int32 {
 	s := d / time.Second
 	if d%time.Second != 0 {
 		s++
@@ -218,43 +223,43 @@ func window(q *hitlv1.UserQuestion, now time.Time) (deadline time.Time, remainin
 	return deadline, remaining
 }
 
-// leaseHolder renews and releases one claim's Lease; only the claim's
+// claimHolder renews and releases one QuestionClaim; only the claim's
 // goroutine uses it.
-type leaseHolder struct {
+type claimHolder struct {
 	client client.Client
 	clock  clock.WithTicker
-	lease  *coordinationv1.Lease
+	claim  *hitlv1.QuestionClaim
+	// answerer is the Answerer's holder name, for its logs.
+	answerer string
 }
 
-// duration is the Lease's duration.
-func (h *leaseHolder) duration() time.Duration {
-	return time.Duration(*h.lease.Spec.LeaseDurationSeconds) * time.Second
-}
+// duration is the claim's duration.
+func (h *claimHolder) duration() time.Duration { return hitlv1.ClaimDuration(h.claim) }
 
-// period is how often the Lease is renewed: three times per duration, so
+// period is how often the claim is renewed: three times per duration, so
 // that one lost renewal does not let it expire.
-func (h *leaseHolder) period() time.Duration { return h.duration() / 3 }
+func (h *claimHolder) period() time.Duration { return h.duration() / 3 }
 
-// renew writes a new renewTime; the controller judges liveness from when
-// it observes the change. A Lease that is gone gives the API server's
-// NotFound.
-func (h *leaseHolder) renew(ctx context.Context) error {
-	before := h.lease.DeepCopy()
-	h.lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
-	if err := h.client.Patch(ctx, h.lease, client.MergeFrom(before)); err != nil {
-		h.lease = before
+// renew writes a new spec.renewTime with a merge patch; the controller
+// judges liveness from when it observes the change. A claim that is gone
+// gives the API server's NotFound.
+func (h *claimHolder) renew(ctx context.Context) error {
+	before := h.claim.DeepCopy()
+	h.claim.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
+	if err := h.client.Patch(ctx, h.claim, client.MergeFrom(before)); err != nil {
+		h.claim = before
 		return err
 	}
 	return nil
 }
 
-// release deletes the Lease; one that is already gone is released.
-func (h *leaseHolder) release(ctx context.Context) error {
+// release deletes the QuestionClaim; one that is already gone is released.
+func (h *claimHolder) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	err := h.client.Delete(ctx, h.lease, client.Preconditions{UID: &h.lease.UID})
+	err := h.client.Delete(ctx, h.claim, client.Preconditions{UID: &h.claim.UID})
 	if err := client.IgnoreNotFound(err); err != nil {
-		return apiError(err, "releasing claim %s", h.lease.Name)
+		return apiError(err, "releasing claim %s", h.claim.Name)
 	}
 	return nil
 }

@@ -21,25 +21,28 @@ var _ = Describe("A claim that cannot be renewed", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
 
-	It("is lost at the first refused renewal, with the API server's error, when the answerer may not patch Leases", func() {
+	It("is lost at the first refused renewal, with the API server's error, when the answerer may not patch questionclaims", func() {
 		role := exampleRole()
 		role.Name = "hitl-answerer-without-patch"
+		found := false
 		for i, r := range role.Rules {
-			if slices.Contains(r.Resources, "leases") {
+			if slices.Contains(r.Resources, "questionclaims") {
 				role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "patch" })
+				found = true
 			}
 		}
+		Expect(found).To(BeTrue(), "the example role grants rights on questionclaims")
 		bindRole(ns, "erin", role)
 		a := answerer.New(userClient("erin", nil), ns, "erin-inbox", "release-bot")
 		ask(where("q", ns, "release-bot").Timeout(time.Minute).Obj())
 
 		claim, err := a.Claim(ctx, "q", 5*time.Second)
-		Expect(err).NotTo(HaveOccurred(), "creating the Lease is allowed")
+		Expect(err).NotTo(HaveOccurred(), "creating the QuestionClaim is allowed")
 		Expect(claim.Err()).To(Succeed())
 		Consistently(claim.Lost(), time.Second).ShouldNot(BeClosed(), "nothing is lost before the first renewal")
 		Eventually(claim.Lost(), 3*time.Second).Should(BeClosed(), "the first renewal, 5/3 s in, is refused")
 		Expect(apierrors.IsForbidden(claim.Err())).To(BeTrue(), "%v", claim.Err())
-		Expect(claim.Err().Error()).To(ContainSubstring(claim.Lease))
+		Expect(claim.Err().Error()).To(ContainSubstring(claim.Name))
 		Expect(claim.Close()).To(Succeed(), "releasing is allowed")
 		Expect(apierrors.IsForbidden(claim.Err())).To(BeTrue(), "Close keeps the reason the claim was lost")
 	})
@@ -80,7 +83,7 @@ var _ = Describe("Claim.Lost", func() {
 		Eventually(patches.Load).Should(Equal(n))
 	}
 
-	It("stays open through renewals that fail for less than the Lease's duration, and closes when they fail for all of it", func() {
+	It("stays open through renewals that fail for less than the claim's duration, and closes when they fail for all of it", func() {
 		claim, err := a.Claim(ctx, "q", 6*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(claim.Close)
@@ -89,7 +92,7 @@ var _ = Describe("Claim.Lost", func() {
 
 		step(1)
 		step(2)
-		Consistently(claim.Lost(), 200*time.Millisecond).ShouldNot(BeClosed(), "4 s without a renewal: the 6 s Lease still holds")
+		Consistently(claim.Lost(), 200*time.Millisecond).ShouldNot(BeClosed(), "4 s without a renewal: the 6 s claim still holds")
 		Expect(claim.Err()).To(Succeed())
 
 		fail.Store(nil)
@@ -101,21 +104,21 @@ var _ = Describe("Claim.Lost", func() {
 		Consistently(claim.Lost(), 200*time.Millisecond).ShouldNot(BeClosed(), "a success starts the count again")
 
 		step(7)
-		Eventually(claim.Lost()).Should(BeClosed(), "6 s without a renewal: the Lease has expired")
+		Eventually(claim.Lost()).Should(BeClosed(), "6 s without a renewal: the claim has expired")
 		Expect(apierrors.IsServiceUnavailable(claim.Err())).To(BeTrue(), "%v", claim.Err())
 		clk.Step(2 * time.Second)
 		Consistently(patches.Load, 200*time.Millisecond).Should(Equal(int32(7)), "a lost claim is not renewed any more")
 	})
 
-	It("closes when the Lease is deleted under it", func() {
+	It("closes when its QuestionClaim is deleted under it", func() {
 		claim, err := a.Claim(ctx, "q", 6*time.Second)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(claim.Close)
-		Expect(admin.Delete(ctx, getLease(ns, claim.Lease))).To(Succeed())
+		Expect(admin.Delete(ctx, getClaim(ns, claim.Name))).To(Succeed())
 		step(1)
 		Eventually(claim.Lost()).Should(BeClosed())
 		Expect(apierrors.IsNotFound(claim.Err())).To(BeTrue(), "%v", claim.Err())
-		Expect(claim.Close()).To(Succeed(), "a Lease that is gone is released")
+		Expect(claim.Close()).To(Succeed(), "a claim that is gone is released")
 	})
 
 	It("is not closed by Close or by the end of the claim's context", func() {

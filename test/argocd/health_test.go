@@ -118,7 +118,7 @@ func TestUserQuestionHealth(t *testing.T) {
 		}), "Suspended", "until"},
 		{"open, claimed", question(func(q *hitlv1.UserQuestion) {
 			q.Status.State, q.Status.ObservedGeneration = hitlv1.StateOpen, 1
-			q.Status.Claims = []hitlv1.ClaimHolder{{Lease: "l1", Holder: "alice"}, {Lease: "l2"}}
+			q.Status.Claims = []hitlv1.ClaimHolder{{Name: "l1", Holder: "alice"}, {Name: "l2"}}
 		}), "Progressing", "alice, l2 answering"},
 		{"continued", question(func(q *hitlv1.UserQuestion) {
 			q.Status.State, q.Status.ObservedGeneration = hitlv1.StateContinued, 1

@@ -1,5 +1,5 @@
-// The claims workload: claimed questions whose leases answerers renew
-// past their deadlines.
+// The claims workload: claimed questions whose QuestionClaims answerers
+// renew past their deadlines.
 
 package main
 
@@ -10,32 +10,35 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/test/builders"
 )
 
+// claim is a claim on q as the answerer SDK makes it (named after q, for
+// duration); the bench runs as admin, who may answer every agent.
+func claim(q *hitlv1.UserQuestion, duration time.Duration) *hitlv1.QuestionClaim {
+	return builders.Claim(q.Name+"-claim", q).For(duration).Obj()
+}
+
 func (b *bench) claims(ctx context.Context) error {
-	// Renewed every third of the lease, as an answerer renews, for longer
-	// than a lease lasts: only renewals keep the claims live.
-	lease := b.s.ClaimLease
-	leases := make([]*coordinationv1.Lease, b.s.Claims)
+	// Renewed every third of the claim's duration, as an answerer renews
+	// (a merge patch of spec.renewTime), for longer than a claim lasts:
+	// only renewals keep the claims live.
+	duration := b.s.ClaimDuration
+	claims := make([]*hitlv1.QuestionClaim, b.s.Claims)
 	names := make([]string, b.s.Claims)
 	_, err := parallel(ctx, b.s.Claims, 16, func(ctx context.Context, i int) error {
 		names[i] = fmt.Sprintf("claimed-%d", i)
-		if err := b.c.Create(ctx, timed(names[i], 5*time.Second)); err != nil {
+		q := timed(names[i], 5*time.Second)
+		if err := b.c.Create(ctx, q); err != nil {
 			return err
 		}
-		holder := "bench"
-		leases[i] = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i] + "-claim", Namespace: ns,
-				Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: names[i]}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To(int32(lease.Seconds())),
-				RenewTime: &metav1.MicroTime{Time: time.Now()}},
-		}
-		return b.c.Create(ctx, leases[i])
+		claims[i] = claim(q, duration)
+		return b.c.Create(ctx, claims[i])
 	})
 	if err != nil {
 		return err
@@ -45,9 +48,10 @@ func (b *bench) claims(ctx context.Context) error {
 	var renewals atomic.Int64
 	for time.Since(start) < b.s.ClaimFor {
 		round := time.Now()
-		if _, err := parallel(ctx, len(leases), 16, func(ctx context.Context, i int) error {
-			leases[i].Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-			if err := b.c.Update(ctx, leases[i]); err != nil {
+		if _, err := parallel(ctx, len(claims), 16, func(ctx context.Context, i int) error {
+			before := claims[i].DeepCopy()
+			claims[i].Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			if err := b.c.Patch(ctx, claims[i], client.MergeFrom(before)); err != nil {
 				return err
 			}
 			renewals.Add(1)
@@ -55,7 +59,7 @@ func (b *bench) claims(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		time.Sleep(time.Until(round.Add(lease / 3)))
+		time.Sleep(time.Until(round.Add(duration / 3)))
 	}
 	elapsed := time.Since(start)
 	timedOut := 0

@@ -37,7 +37,7 @@ type scale struct {
 	SpreadWindow   time.Duration
 	SharedDeadline int
 	Claims         int
-	ClaimLease     time.Duration
+	ClaimDuration  time.Duration
 	ClaimFor       time.Duration
 	Overdue        int
 	OverdueWindow  time.Duration // the overdue questions' timeout: long enough to ask them all
@@ -51,11 +51,11 @@ type scale struct {
 }
 
 var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadline: 10000, SpreadWindow: 60 * time.Second,
-	SharedDeadline: 1000, Claims: 1000, ClaimLease: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
+	SharedDeadline: 1000, Claims: 1000, ClaimDuration: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
 	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
 
 var quick = scale{Asks: 300, LatencySamples: 200, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
-	SharedDeadline: 300, Claims: 100, ClaimLease: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
+	SharedDeadline: 300, Claims: 100, ClaimDuration: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
 	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
 
 func main() {

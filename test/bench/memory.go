@@ -11,10 +11,6 @@ import (
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
@@ -34,12 +30,7 @@ func (b *bench) memory(ctx context.Context) error {
 		if err := b.c.Create(ctx, q); err != nil {
 			return err
 		}
-		holder := "bench"
-		return b.c.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-claim", Namespace: ns,
-				Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: q.Name}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To(int32(300))},
-		})
+		return b.c.Create(ctx, claim(q, hitlv1.MaxClaimLeaseSeconds*time.Second))
 	}); err != nil {
 		return err
 	}

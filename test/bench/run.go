@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -132,7 +131,7 @@ func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, 
 // off while it is busy (a full run's flood left 10,000 questions, and the
 // request ended in a stream reset): it is sent again, a few times.
 func (b *bench) clean(ctx context.Context) error {
-	for _, obj := range []client.Object{&hitlv1.QuestionReply{}, &hitlv1.UserQuestion{}, &coordinationv1.Lease{}} {
+	for _, obj := range []client.Object{&hitlv1.QuestionReply{}, &hitlv1.UserQuestion{}, &hitlv1.QuestionClaim{}} {
 		var err error
 		for attempt := range 5 {
 			if attempt > 0 {

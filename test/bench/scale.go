@@ -13,10 +13,8 @@ import (
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/test/builders"
@@ -81,12 +79,9 @@ func (b *bench) atScale(ctx context.Context) error {
 		if err := b.c.Create(ctx, q); err != nil {
 			return err
 		}
-		holder := "bench"
-		return b.c.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: q.Name + "-claim", Namespace: q.Namespace,
-				Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: q.Name}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To(int32(2 * 3600))},
-		})
+		// The longest claim: not renewed, it lapses 5 minutes in, which
+		// leaves the controller the same objects to cache and read.
+		return b.c.Create(ctx, claim(q, hitlv1.MaxClaimLeaseSeconds*time.Second))
 	}); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -27,10 +26,10 @@ func (e *env) answered(name string, want ...hitlv1.AnswerItem) {
 	e.g.Expect(q.Status.Answers).To(Equal(want))
 }
 
-// claims lists the Leases that claim a question.
-func (e *env) claims(name string) func() []coordinationv1.Lease {
-	return func() []coordinationv1.Lease {
-		l := &coordinationv1.LeaseList{}
+// claims lists the QuestionClaims on a question.
+func (e *env) claims(name string) func() []hitlv1.QuestionClaim {
+	return func() []hitlv1.QuestionClaim {
+		l := &hitlv1.QuestionClaimList{}
 		e.g.Expect(e.admin.List(e.ctx, l, client.InNamespace(e.ns), client.MatchingLabels{hitlv1.QuestionLabel: name})).To(Succeed())
 		return l.Items
 	}
@@ -54,7 +53,7 @@ func TestEveryKindOfQuestionAppearsLiveAndIsAnswered(t *testing.T) {
 	e.g.Expect(e.text(tab, card("deploy", ".chip"))).To(Equal("Deploy"))
 	e.g.Eventually(e.claims("deploy")).Should(HaveLen(1), "the open card claims the timed question")
 	e.g.Eventually(func() string { return e.text(tab, card("deploy", "[data-claim]")) }).Should(MatchRegexp(`You hold the window: \d+:\d\d left`))
-	e.g.Expect(e.claims("deploy")()[0].Spec.HolderIdentity).To(HaveValue(Equal(e.person + " (web)")))
+	e.g.Expect(e.claims("deploy")()[0].Spec.Holder).To(HaveValue(HaveField("Username", e.person)), "the API server stamps the person as the holder")
 	e.screenshot(tab, card("deploy"), "inbox-single")
 	e.do(tab, chromedp.Click(card("deploy", `input[value="production"]`)), chromedp.Click(card("deploy", `button.primary`)),
 		chromedp.WaitVisible(card("deploy", ".outcome-applied")))

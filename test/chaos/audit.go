@@ -26,29 +26,28 @@ type auditLog struct {
 	// writes are the replicas' writes (their user agents start with the
 	// binaries' names, manager-a and manager-b).
 	writes []write
-	// leaseDeleted is when the API server received the (first successful)
-	// deletion of each Lease: the true end of a released claim, which the
-	// recorder's watch sees a moment later.
-	leaseDeleted map[string]time.Time
-	// leaseWritten is, for each Lease and resourceVersion-free renewal
-	// time, when the API server finished writing it: when a claim's
-	// renewal became visible.
-	leaseWritten map[string][]time.Time
+	// claimDeleted is when the API server received the (first successful)
+	// deletion of each QuestionClaim: the true end of a released claim,
+	// which the recorder's watch sees a moment later.
+	claimDeleted map[string]time.Time
+	// claimWritten is, for each QuestionClaim, when the API server
+	// finished each write of it: when a claim's renewal became visible.
+	claimWritten map[string][]time.Time
 }
 
 func readAudit(path string) (auditLog, error) {
-	a := auditLog{leaseDeleted: map[string]time.Time{}, leaseWritten: map[string][]time.Time{}}
+	a := auditLog{claimDeleted: map[string]time.Time{}, claimWritten: map[string][]time.Time{}}
 	writes, err := readWrites(path, func(verb, resource, name string, code int, received, completed time.Time) {
-		if resource != "leases" || code >= 300 {
+		if resource != "questionclaims" || code >= 300 {
 			return
 		}
 		switch verb {
 		case "delete":
-			if _, seen := a.leaseDeleted[name]; !seen {
-				a.leaseDeleted[name] = received
+			if _, seen := a.claimDeleted[name]; !seen {
+				a.claimDeleted[name] = received
 			}
 		case "create", "update", "patch":
-			a.leaseWritten[name] = append(a.leaseWritten[name], completed)
+			a.claimWritten[name] = append(a.claimWritten[name], completed)
 		}
 	})
 	a.writes = writes

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -26,13 +25,14 @@ type violation struct {
 type history struct {
 	questions map[string][]version[*hitlv1.UserQuestion]
 	replies   map[string][]version[*hitlv1.QuestionReply]
-	claims    map[string][]version[*coordinationv1.Lease]
+	claims    map[string][]version[*hitlv1.QuestionClaim]
 	views     clientViews
 	events    []event
 	writes    []write
-	// leaseDeleted is when each Lease's deletion reached the API server.
-	leaseDeleted map[string]time.Time
-	leaseWritten map[string][]time.Time
+	// claimDeleted is when each QuestionClaim's deletion reached the API
+	// server; claimWritten when each of its writes completed.
+	claimDeleted map[string]time.Time
+	claimWritten map[string][]time.Time
 	end          time.Time
 }
 
@@ -48,8 +48,8 @@ type checker struct {
 func checkAll(rep *report, rec *recorder, views clientViews, tl *timeline, audit auditLog) {
 	rec.mu.Lock()
 	h := history{questions: rec.questions, replies: rec.replies, claims: rec.claims, views: views,
-		events: tl.all(), writes: audit.writes, leaseDeleted: audit.leaseDeleted,
-		leaseWritten: audit.leaseWritten, end: time.Now()}
+		events: tl.all(), writes: audit.writes, claimDeleted: audit.claimDeleted,
+		claimWritten: audit.claimWritten, end: time.Now()}
 	rep.Relists = rec.Relists
 	rec.mu.Unlock()
 	rep.Timeline = h.events
@@ -111,11 +111,11 @@ func (c *checker) historyOf(object string) []string {
 		}
 	}
 	for name, vs := range c.h.claims {
-		if len(vs) > 0 && vs[0].Object.Labels[hitlv1.QuestionLabel] == question {
+		if len(vs) > 0 && vs[0].Object.Spec.QuestionRef.Name == question {
 			for _, v := range vs {
-				l := v.Object
+				qc := v.Object
 				out = append(out, fmt.Sprintf("%s claim %s rv=%s deleted=%t holder=%s renew=%s duration=%ds", stamp(v.At), name,
-					l.ResourceVersion, v.Deleted, deref(l.Spec.HolderIdentity), microStamp(l.Spec.RenewTime), derefInt(l.Spec.LeaseDurationSeconds)))
+					qc.ResourceVersion, v.Deleted, holderOf(qc), microStamp(qc.Spec.RenewTime), qc.Spec.DurationSeconds))
 			}
 		}
 	}
@@ -135,18 +135,12 @@ func (c *checker) historyOf(object string) []string {
 
 func stamp(t time.Time) string { return t.Format("15:04:05.000000") }
 
-func deref(s *string) string {
-	if s == nil {
+// holderOf is a claim's stamped holder, "" when it has none.
+func holderOf(qc *hitlv1.QuestionClaim) string {
+	if qc.Spec.Holder == nil {
 		return ""
 	}
-	return *s
-}
-
-func derefInt(i *int32) int32 {
-	if i == nil {
-		return 0
-	}
-	return *i
+	return qc.Spec.Holder.Username
 }
 
 func describeQuestion(v version[*hitlv1.UserQuestion]) string {
@@ -376,20 +370,20 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 	// then and the Continued write: a claim deleted in between was
 	// rightly absent from the read.
 	written := c.statusWrittenAfter(name, at, v.At)
-	for lease, lvs := range c.h.claims {
-		if len(lvs) == 0 || lvs[0].Object.Labels[hitlv1.QuestionLabel] != name {
+	for claim, cvs := range c.h.claims {
+		if len(cvs) == 0 || !cvs[0].Object.Holds(q) {
 			continue
 		}
 		claimed = true
 		// The last renewal written before the window closed keeps the
 		// claim live for its duration from then, at least.
-		for _, lv := range lvs {
-			l := lv.Object
-			if lv.Deleted || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil || !l.Spec.RenewTime.Time.Before(at) {
+		for _, cv := range cvs {
+			qc := cv.Object
+			if cv.Deleted || qc.Spec.RenewTime == nil || !qc.Spec.RenewTime.Time.Before(at) {
 				continue
 			}
-			deleted := deletedAt(lvs)
-			if d, ok := c.h.leaseDeleted[lease]; ok && (deleted.IsZero() || d.Before(deleted)) {
+			deleted := deletedAt(cvs)
+			if d, ok := c.h.claimDeleted[claim]; ok && (deleted.IsZero() || d.Before(deleted)) {
 				deleted = d
 			}
 			if !deleted.IsZero() && deleted.Before(written) {
@@ -399,13 +393,13 @@ func (c *checker) window(obj, name string, v *version[*hitlv1.UserQuestion]) {
 			// API server (a claim sent just before the deadline may
 			// arrive after the window closed): by the audit log when it
 			// has the write, else when the recorder saw it.
-			if !c.visibleBefore(lease, lv, at) {
+			if !c.visibleBefore(claim, cv, at) {
 				continue
 			}
-			live := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+			live := qc.Spec.RenewTime.Add(hitlv1.ClaimDuration(qc))
 			if live.After(at.Add(50 * time.Millisecond)) {
 				c.violate("closed-while-claimed", obj, "Continued at %s while claim %s, renewed at %s, was live until %s",
-					stamp(at), lease, stamp(l.Spec.RenewTime.Time), stamp(live))
+					stamp(at), claim, stamp(qc.Spec.RenewTime.Time), stamp(live))
 			}
 			if live.After(due) {
 				due = live
@@ -448,10 +442,10 @@ func (c *checker) statusWrittenAfter(name string, t, seen time.Time) time.Time {
 }
 
 // visibleBefore reports whether the write of this version of a claim
-// completed before t: the first completed Lease write at or after the
-// version's renewTime (the answerer stamps it just before sending).
-func (c *checker) visibleBefore(lease string, v version[*coordinationv1.Lease], t time.Time) bool {
-	writes := c.h.leaseWritten[lease]
+// completed before t: the first completed QuestionClaim write at or after
+// the version's renewTime (the answerer stamps it just before sending).
+func (c *checker) visibleBefore(claim string, v version[*hitlv1.QuestionClaim], t time.Time) bool {
+	writes := c.h.claimWritten[claim]
 	if len(writes) == 0 {
 		return v.At.Before(t)
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -55,6 +54,26 @@ func reply(name, rv string, outcome hitlv1.ReplyOutcome, answers []hitlv1.Answer
 	return r
 }
 
+// claim is a version of claim c1 on q1, held by alice, renewed at renew
+// (seconds from t0) for seconds.
+func claim(rv string, renew float64, seconds int32) *hitlv1.QuestionClaim {
+	return &hitlv1.QuestionClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: rv, Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
+		Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: "q1"}, Holder: &hitlv1.UserInfo{Username: "alice"},
+			DurationSeconds: seconds, RenewTime: ptr.To(metav1.NewMicroTime(at(renew)))},
+	}
+}
+
+func cv(s float64, c *hitlv1.QuestionClaim) version[*hitlv1.QuestionClaim] {
+	return version[*hitlv1.QuestionClaim]{At: at(s), Object: c}
+}
+
+func deletedCV(s float64, c *hitlv1.QuestionClaim) version[*hitlv1.QuestionClaim] {
+	v := cv(s, c)
+	v.Deleted = true
+	return v
+}
+
 func qv(s float64, q *hitlv1.UserQuestion) version[*hitlv1.UserQuestion] {
 	return version[*hitlv1.UserQuestion]{At: at(s), Object: q}
 }
@@ -76,7 +95,7 @@ func rules(t *testing.T, h history) []string {
 		h.events = servingEvents
 	}
 	if h.claims == nil {
-		h.claims = map[string][]version[*coordinationv1.Lease]{}
+		h.claims = map[string][]version[*hitlv1.QuestionClaim]{}
 	}
 	rep := &report{}
 	check(rep, h)
@@ -150,18 +169,12 @@ func TestCheckFindsBrokenPromises(t *testing.T) {
 		}, "late"},
 		{"window closed while claimed", history{
 			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(6, continuedAt(open, "2", at(6)))}},
-			claims: map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(4), Object: &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: "9", Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
-				Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(4))), LeaseDurationSeconds: ptr.To[int32](5)},
-			}}}},
+			claims:    map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(4, claim("9", 4, 5))}},
 		}, "closed-while-claimed"},
 		{"window closed before its claim was released", history{
-			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(5.1, continuedAt(open, "2", at(5.01)))}},
-			claims: map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: "9", Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
-				Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(1))), LeaseDurationSeconds: ptr.To[int32](7)},
-			}}}},
-			leaseDeleted: map[string]time.Time{"c1": at(5.08)},
+			questions:    map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(5.1, continuedAt(open, "2", at(5.01)))}},
+			claims:       map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(1, claim("9", 1, 7))}},
+			claimDeleted: map[string]time.Time{"c1": at(5.08)},
 			writes:       []write{{Replica: "manager-a", Verb: "update", Resource: "userquestions/status", Name: "q1", Code: 200, ReceivedAt: at(5.06), At: at(5.07)}},
 		}, "closed-while-claimed"},
 		{"agent told another answer", history{
@@ -225,29 +238,32 @@ func TestLeadershipOfAHungLeader(t *testing.T) {
 }
 
 // A claim stamped just before the deadline but written after the window
-// closed never held it; one released before the close no longer did.
+// closed never held it; one released before the close no longer did; one
+// that names another agent or has no stamped holder never held any.
 func TestCheckAllowsClaimsThatDidNotHoldTheWindow(t *testing.T) {
 	open := question("1", 5*time.Second)
-	lease := func(rv string, renew float64) *coordinationv1.Lease {
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: "c1", ResourceVersion: rv, Labels: map[string]string{hitlv1.QuestionLabel: "q1"}},
-			Spec:       coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(at(renew))), LeaseDurationSeconds: ptr.To[int32](7)},
-		}
-	}
+	otherAgent := claim("3", 4, 7)
+	otherAgent.Spec.Agent = "other-bot"
+	unstamped := claim("3", 4, 7)
+	unstamped.Spec.Holder = nil
 	questions := map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, open), qv(5.1, continuedAt(open, "2", at(5.01)))}}
 	for name, h := range map[string]history{
 		"arrived late": {questions: questions,
-			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(5.2), Object: lease("3", 4.9)}}},
-			leaseWritten: map[string][]time.Time{"c1": {at(5.05)}}},
+			claims:       map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(5.2, claim("3", 4.9, 7))}},
+			claimWritten: map[string][]time.Time{"c1": {at(5.05)}}},
 		"released first": {questions: questions,
-			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: lease("3", 1)}, {At: at(5.02), Deleted: true, Object: lease("3", 1)}}},
-			leaseDeleted: map[string]time.Time{"c1": at(5.0)}},
+			claims:       map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(1, claim("3", 1, 7)), deletedCV(5.02, claim("3", 1, 7))}},
+			claimDeleted: map[string]time.Time{"c1": at(5.0)}},
+		"names another agent": {questions: questions,
+			claims: map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(4, otherAgent)}}},
+		"has no holder": {questions: questions,
+			claims: map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(4, unstamped)}}},
 		// The close is dated when the controller sent its read of the
 		// claims (5.01); the API server served the read after the release
 		// (5.03) and before the Continued write (5.06).
 		"released while the claims were read": {questions: questions,
-			claims:       map[string][]version[*coordinationv1.Lease]{"c1": {{At: at(1), Object: lease("3", 1)}, {At: at(5.08), Deleted: true, Object: lease("3", 1)}}},
-			leaseDeleted: map[string]time.Time{"c1": at(5.03)},
+			claims:       map[string][]version[*hitlv1.QuestionClaim]{"c1": {cv(1, claim("3", 1, 7)), deletedCV(5.08, claim("3", 1, 7))}},
+			claimDeleted: map[string]time.Time{"c1": at(5.03)},
 			writes:       []write{{Replica: "manager-a", Verb: "update", Resource: "userquestions/status", Name: "q1", Code: 200, ReceivedAt: at(5.06), At: at(5.07)}}},
 	} {
 		t.Run(name, func(t *testing.T) {

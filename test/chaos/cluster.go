@@ -36,7 +36,8 @@ const (
 // cluster is the local control plane: etcd and a kube-apiserver that the
 // faults may kill and start again with the same command line (so with the
 // same certificates, port and etcd), an audit log of every write to hitl's
-// objects and to Leases, and the identities of the workload.
+// objects (claims included) and to Leases (the managers' leader election),
+// and the identities of the workload.
 type cluster struct {
 	env       *envtest.Environment
 	cfg       *rest.Config
@@ -56,7 +57,9 @@ type cluster struct {
 }
 
 // auditPolicy records who wrote what and when (Metadata: no bodies), for
-// hitl's objects and Leases: enough to attribute every write to a replica.
+// hitl's objects (questions, replies, QuestionClaims) and Leases (leader
+// election): enough to attribute every write to a replica and to date
+// every claim's renewals and release.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]

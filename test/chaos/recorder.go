@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +31,7 @@ type recorder struct {
 	mu        sync.Mutex
 	questions map[string][]version[*hitlv1.UserQuestion]
 	replies   map[string][]version[*hitlv1.QuestionReply]
-	claims    map[string][]version[*coordinationv1.Lease]
+	claims    map[string][]version[*hitlv1.QuestionClaim]
 	wg        sync.WaitGroup
 	// Relists counts the lists after a watch could not resume.
 	Relists int
@@ -42,7 +41,7 @@ func newRecorder() *recorder {
 	return &recorder{
 		questions: map[string][]version[*hitlv1.UserQuestion]{},
 		replies:   map[string][]version[*hitlv1.QuestionReply]{},
-		claims:    map[string][]version[*coordinationv1.Lease]{},
+		claims:    map[string][]version[*hitlv1.QuestionClaim]{},
 	}
 }
 
@@ -57,10 +56,8 @@ func (r *recorder) start(ctx context.Context, c client.WithWatch, namespace stri
 		{&hitlv1.QuestionReplyList{}, func(o client.Object, at time.Time, deleted bool) {
 			r.replies[o.GetName()] = appendVersion(r.replies[o.GetName()], o.(*hitlv1.QuestionReply), at, deleted)
 		}},
-		{&coordinationv1.LeaseList{}, func(o client.Object, at time.Time, deleted bool) {
-			if o.GetLabels()[hitlv1.ClaimLabel] == "true" {
-				r.claims[o.GetName()] = appendVersion(r.claims[o.GetName()], o.(*coordinationv1.Lease), at, deleted)
-			}
+		{&hitlv1.QuestionClaimList{}, func(o client.Object, at time.Time, deleted bool) {
+			r.claims[o.GetName()] = appendVersion(r.claims[o.GetName()], o.(*hitlv1.QuestionClaim), at, deleted)
 		}},
 	}
 	for _, k := range kinds {

@@ -159,39 +159,40 @@ var _ = Describe("kubectl hitl and the manager", func() {
 		// An 8 s window: the inbox, a process of its own, must claim the
 		// question inside it, which a loaded machine may take seconds to do.
 		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-held.yaml", timedQuestion("held", "8s"))).code).To(BeZero())
-		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--hold", "--holder", "e2e")
+		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--hold")
 		stdin, err := inbox.StdinPipe()
 		Expect(err).NotTo(HaveOccurred())
 		inbox.Stdout, inbox.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(inbox.Start()).To(Succeed())
-		Eventually(jsonpath(ns, "uq/held", "{.status.claims[0].holder}")).Should(Equal("e2e"))
+		Eventually(jsonpath(ns, "uq/held", "{.status.claims[0].holder}")).Should(Equal("alice"), "the API server stamps the claim's holder")
 		deadline, err := time.Parse(time.RFC3339Nano, jsonpath(ns, "uq/held", "{.status.deadline}")())
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(jsonpath(ns, "uq/held", "{.status.state}"), time.Until(deadline)+1500*time.Millisecond, 500*time.Millisecond).
 			Should(Equal("Open"), "the claim holds the window past its deadline")
-		// The inbox renews its claim (every third of the Lease's 30s) with
-		// the rights hitl-answerer gives the person.
-		lease := "lease/" + jsonpath(ns, "leases", "{.items[0].metadata.name}")()
-		renewed := jsonpath(ns, lease, "{.spec.renewTime}")()
+		// The inbox renews its claim (every third of its 30s) with the
+		// rights hitl-answerer gives the person.
+		claim := "qc/" + jsonpath(ns, "qc", "{.items[0].metadata.name}")()
+		Expect(jsonpath(ns, claim, "{.spec.holder.username} {.spec.agent} {.spec.questionRef.name}")()).To(Equal("alice bot held"))
+		renewed := jsonpath(ns, claim, "{.spec.renewTime}")()
 		Expect(renewed).NotTo(BeEmpty())
-		Eventually(jsonpath(ns, lease, "{.spec.renewTime}"), "15s", "500ms").ShouldNot(Equal(renewed), "the claim is renewed")
-		Expect(jsonpath(ns, "uq/held", "{.status.state} {.status.claims[0].holder}")()).To(Equal("Open e2e"))
+		Eventually(jsonpath(ns, claim, "{.spec.renewTime}"), "15s", "500ms").ShouldNot(Equal(renewed), "the claim is renewed")
+		Expect(jsonpath(ns, "uq/held", "{.status.state} {.status.claims[0].holder}")()).To(Equal("Open alice"))
 		_, err = stdin.Write([]byte("1\n"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(inbox.Wait()).To(Succeed())
 		Expect(jsonpath(ns, "uq/held", "{.status.state} {.status.settlement.late}")()).To(Equal("Settled "))
-		Eventually(jsonpath(ns, "leases", "{.items}")).Should(Equal("[]"), "the inbox releases its claim")
+		Eventually(jsonpath(ns, "qc", "{.items}")).Should(Equal("[]"), "the inbox releases its claim")
 	})
 
 	It("gives the window back when the inbox's countdown ends, and the late answer is queued", func() {
 		Expect(bot.kubectl("-n", ns, "apply", "-f", writeFile(ns+"-slow.yaml", timedQuestion("slow", "2s"))).code).To(BeZero())
-		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once", "--holder", "e2e")
+		inbox := alice.command(GinkgoT().Context(), "", "kubectl", "hitl", "-n", ns, "inbox", "--agent", "bot", "--once")
 		stdin, err := inbox.StdinPipe()
 		Expect(err).NotTo(HaveOccurred())
 		var out strings.Builder
 		inbox.Stdout, inbox.Stderr = &out, &out
 		Expect(inbox.Start()).To(Succeed())
-		Eventually(jsonpath(ns, "uq/slow", "{.status.claims[0].holder}")).Should(Equal("e2e"))
+		Eventually(jsonpath(ns, "uq/slow", "{.status.claims[0].holder}")).Should(Equal("alice"))
 		Eventually(jsonpath(ns, "uq/slow", "{.status.state}"), "5s").Should(Equal("Continued"))
 		_, err = stdin.Write([]byte("2\n"))
 		Expect(err).NotTo(HaveOccurred())

@@ -75,6 +75,10 @@ func TestWebhookCertificatesWithoutCertManager(t *testing.T) {
 	theirs.Webhooks[0].ClientConfig.CABundle = []byte("their CA")
 	must(t, admin.Create(ctx, ours))
 	must(t, admin.Create(ctx, theirs))
+	// The install ships the Secret, naming the configurations to inject
+	// into (config/webhook-certificate).
+	must(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret,
+		Annotations: map[string]string{manager.ValidatingConfigurationsAnnotation: ours.Name}}}))
 
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	replicas := make([]*manager.WebhookCerts, 2)
@@ -82,7 +86,7 @@ func TestWebhookCertificatesWithoutCertManager(t *testing.T) {
 		replicas[i] = &manager.WebhookCerts{Client: admin, Namespace: ns, Secret: secret,
 			Dir: filepath.Join(t.TempDir(), "certs"), Interval: time.Minute, Clock: clock}
 	}
-	// Both start at once; one loses the race to create the Secret and
+	// Both start at once; one loses the race to fill the Secret and
 	// takes the winner's certificate on its next check.
 	var wg sync.WaitGroup
 	for _, r := range replicas {
@@ -177,10 +181,11 @@ func verifyServing(t *testing.T, certPEM, caPEM []byte, host string, now time.Ti
 }
 
 // TestManagerServesWebhooksWithItsOwnCertificate runs the manager binary as
-// config/webhook-feedback does (its ServiceAccount, the RBAC and webhook
-// configuration that overlay renders, --webhook-cert-secret) and connects
-// to its webhook port as the API server would: trusting only the CA bundle
-// the manager injected, for the webhook Service's name.
+// config/webhook-feedback does (its ServiceAccount, the RBAC, certificate
+// Secret and webhook configuration that overlay renders,
+// --webhook-cert-secret) and connects to its webhook port as the API
+// server would: trusting only the CA bundle the manager injected, for the
+// webhook Service's name.
 func TestManagerServesWebhooksWithItsOwnCertificate(t *testing.T) {
 	env := testenv.New()
 	cfg, admin, err := testenv.Start(env)
@@ -200,7 +205,7 @@ func TestManagerServesWebhooksWithItsOwnCertificate(t *testing.T) {
 	}
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret":
 			must(t, admin.Create(ctx, o))
 		case "ValidatingWebhookConfiguration":
 			webhookConfig = o.GetName()

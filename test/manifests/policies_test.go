@@ -269,17 +269,17 @@ func TestNameChecksFindMisspellings(t *testing.T) {
 
 // nameProblems lists where the admission policies of set do not spell a
 // name as api/v1alpha1 does: the label keys (hitlv1.AgentLabel,
-// QuestionLabel, ClaimLabel), the group, resource and verbs of the
-// authorizer checks (GroupVersion.Group, AgentsResource, VerbAsk and
-// VerbAnswer) and of the messages that tell a user what to grant, the group
+// QuestionLabel), the group, resource and verbs of the
+// authorizer checks (GroupVersion.Group, AgentsResource, VerbAsk,
+// VerbAnswer and VerbManage) and of the messages that tell a user what to grant, the group
 // and resources matched (plurals: the CRDs' resources), and the error code
 // each validation's message starts with (codes: those of codes.go).
 func nameProblems(set *objectSet, plurals, codes map[string]bool) []string {
 	var problems []string
 	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	group := hitlv1.GroupVersion.Group
-	knownLabels := []string{hitlv1.AgentLabel, hitlv1.QuestionLabel, hitlv1.ClaimLabel}
-	verbs := []string{hitlv1.VerbAsk, hitlv1.VerbAnswer}
+	knownLabels := []string{hitlv1.AgentLabel, hitlv1.QuestionLabel}
+	verbs := []string{hitlv1.VerbAsk, hitlv1.VerbAnswer, hitlv1.VerbManage}
 
 	usedLabels, usedVerbs := map[string]bool{}, map[string]bool{}
 	policies := 0

@@ -95,9 +95,9 @@ type Reply struct {
 	Deleted bool
 }
 
-// Claim is the model's view of one claim Lease.
+// Claim is the model's view of one QuestionClaim.
 type Claim struct {
-	Lease, Question, Holder string
+	Name, Question, Holder string
 	// Live is true from the claim's creation or last renewal, or from a
 	// manager restart, until the next clock step.
 	Live bool
@@ -313,15 +313,16 @@ func (m *Model) DeleteReply(name string) {
 	m.settle()
 }
 
-// Claim records a new claim Lease on a question, which may be missing.
-func (m *Model) Claim(lease, question, holder string) {
-	m.Claims[lease] = &Claim{Lease: lease, Question: question, Holder: holder, Live: true}
+// Claim records a new QuestionClaim on a question, which may be missing,
+// held by holder (the user admission stamps).
+func (m *Model) Claim(name, question, holder string) {
+	m.Claims[name] = &Claim{Name: name, Question: question, Holder: holder, Live: true}
 	m.settle()
 }
 
 // Renew records a renewal of a claim.
-func (m *Model) Renew(lease string) {
-	if c := m.Claims[lease]; c != nil {
+func (m *Model) Renew(name string) {
+	if c := m.Claims[name]; c != nil {
 		c.Live = true
 	}
 	m.settle()
@@ -329,8 +330,8 @@ func (m *Model) Renew(lease string) {
 
 // Unclaim records the deletion of a claim. When it was the last live claim
 // of a question whose window has closed, the question becomes Continued.
-func (m *Model) Unclaim(lease string) {
-	delete(m.Claims, lease)
+func (m *Model) Unclaim(name string) {
+	delete(m.Claims, name)
 	m.settle()
 }
 
@@ -387,7 +388,7 @@ func (m *Model) Overdue(question string) bool {
 }
 
 // ListedClaims are the claims status.claims should list: the live claims of
-// a question that is not finished, by Lease name.
+// a question that is not finished, by name.
 func (m *Model) ListedClaims(question string) []hitlv1.ClaimHolder {
 	q := m.question(question)
 	if q == nil || q.State == hitlv1.StateSettled || q.State == hitlv1.StateCancelled {
@@ -396,10 +397,10 @@ func (m *Model) ListedClaims(question string) []hitlv1.ClaimHolder {
 	var out []hitlv1.ClaimHolder
 	for _, c := range m.Claims {
 		if c.Question == question && c.Live {
-			out = append(out, hitlv1.ClaimHolder{Lease: c.Lease, Holder: c.Holder})
+			out = append(out, hitlv1.ClaimHolder{Name: c.Name, Holder: c.Holder})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Lease < out[j].Lease })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -477,9 +478,9 @@ func (m *Model) settle() {
 					r.Deleted = true
 				}
 			}
-			for lease, c := range m.Claims {
+			for claim, c := range m.Claims {
 				if c.Question == name {
-					delete(m.Claims, lease)
+					delete(m.Claims, claim)
 				}
 			}
 			m.Seen["deleted after the TTL"]++

@@ -18,7 +18,7 @@ const (
 	kReply       = "reply"          // a valid batch, to any question or a missing one
 	kBadReply    = "reply-bad"      // a batch that breaks the batch rules (BAD_ANSWER)
 	kOutsider    = "reply-outsider" // a valid batch from a user who may not answer the agent (FORBIDDEN)
-	kClaim       = "claim"          // a claim Lease on a question
+	kClaim       = "claim"          // a QuestionClaim on a question
 	kRenew       = "renew"          // a claim's renewal
 	kUnclaim     = "unclaim"        // a claim's deletion
 	kAdmit       = "admit"          // the agent admits the queued reply
@@ -41,8 +41,8 @@ var weights = []struct {
 // op is one operation, as generated and as the report prints it.
 type op struct {
 	Kind string
-	// Q, R and Lease name the question, reply and claim operated on.
-	Q, R, Lease string
+	// Q, R and Claim name the question, reply and claim operated on.
+	Q, R, Claim string
 	// Holder is the claim's holder or the reply's answerer.
 	Holder string
 	// Ask parameters.
@@ -50,7 +50,7 @@ type op struct {
 	Timeout time.Duration // 0: blocking
 	TTL     *int32
 	AskedAt string // "", "now" or "stale" (ignored by the controller)
-	Leases  []string
+	Claims  []string
 	// Reply parameters.
 	Answers []hitlv1.AnswerItem
 	Valid   bool
@@ -82,15 +82,15 @@ func (o op) String() string {
 		if o.AskedAt != "" {
 			fmt.Fprintf(&b, " askedAt=%s", o.AskedAt)
 		}
-		if len(o.Leases) > 0 {
-			fmt.Fprintf(&b, " claims=%v", o.Leases)
+		if len(o.Claims) > 0 {
+			fmt.Fprintf(&b, " claims=%v", o.Claims)
 		}
 	case kReply, kBadReply, kOutsider:
 		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.Holder, batchString(o.Answers))
 	case kClaim:
-		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Lease, o.Q, o.Holder, o.Seconds)
+		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Claim, o.Q, o.Holder, o.Seconds)
 	case kRenew, kUnclaim:
-		fmt.Fprintf(&b, " %s", o.Lease)
+		fmt.Fprintf(&b, " %s", o.Claim)
 	case kAdmit, kAdmitWrong:
 		fmt.Fprintf(&b, " %s admits %s", o.Q, o.R)
 	case kWithdraw, kDeleteReply:
@@ -335,7 +335,7 @@ func (g *generator) slots() int {
 
 func (g *generator) newQuestion() string { g.nq++; return fmt.Sprintf("q%04d", g.nq) }
 func (g *generator) newReply() string    { g.nr++; return fmt.Sprintf("r%05d", g.nr) }
-func (g *generator) newLease() string    { g.nc++; return fmt.Sprintf("c%04d", g.nc) }
+func (g *generator) newClaim() string    { g.nc++; return fmt.Sprintf("c%04d", g.nc) }
 
 // ask chooses an ask. Most timed asks close their window one to two hours
 // of fake time after they are made (the fake clock runs ahead of real
@@ -349,7 +349,7 @@ func (g *generator) ask(kind string) op {
 	case kind == kAskClaimed:
 		o.Timeout = window
 		for range 1 + g.rng.Intn(2) {
-			o.Leases = append(o.Leases, g.newLease())
+			o.Claims = append(o.Claims, g.newClaim())
 		}
 	case r < 6:
 		o.Timeout = time.Duration(g.m.Slots)*model.Slot + window
@@ -392,7 +392,7 @@ func (g *generator) reply(kind, question string) op {
 }
 
 func (g *generator) claim(question string) op {
-	return op{Kind: kClaim, Q: question, Lease: g.newLease(), Holder: g.pick(holders), Seconds: int32(60 + g.rng.Intn(241))}
+	return op{Kind: kClaim, Q: question, Claim: g.newClaim(), Holder: g.pick(holders), Seconds: int32(60 + g.rng.Intn(241))}
 }
 
 // next chooses the next operation while the manager runs; ok is false when
@@ -424,11 +424,11 @@ func (g *generator) try(kind string) (op, bool) {
 		}
 		return g.claim(g.pick(all)), true
 	case kRenew, kUnclaim:
-		leases := g.m.ClaimNames()
-		if len(leases) == 0 {
+		claims := g.m.ClaimNames()
+		if len(claims) == 0 {
 			return op{}, false
 		}
-		return op{Kind: kind, Lease: g.pick(leases)}, true
+		return op{Kind: kind, Claim: g.pick(claims)}, true
 	case kAdmit:
 		queued := g.queuedReplies()
 		if len(queued) == 0 {

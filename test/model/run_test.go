@@ -15,7 +15,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -280,8 +279,8 @@ func (d *driver) run(o *op) {
 	case kAsk:
 		d.ask(o)
 	case kAskClaimed:
-		for _, lease := range o.Leases {
-			c := op{Kind: kClaim, Q: o.Q, Lease: lease, Holder: d.gen.pick(holders), Seconds: 120}
+		for _, name := range o.Claims {
+			c := op{Kind: kClaim, Q: o.Q, Claim: name, Holder: d.gen.pick(holders), Seconds: 120}
 			d.claim(&c)
 		}
 		// The manager sees the claims, for a question it does not know
@@ -293,19 +292,16 @@ func (d *driver) run(o *op) {
 	case kClaim:
 		d.claim(o)
 	case kRenew:
-		d.write(func() error {
-			var l coordinationv1.Lease
-			if err := d.c.Get(d.ctx, d.key(o.Lease), &l); err != nil {
-				return err
-			}
-			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-			return d.c.Update(d.ctx, &l)
-		})
-		d.m.Renew(o.Lease)
-	case kUnclaim:
-		d.must(d.c.Delete(d.ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: o.Lease, Namespace: d.ns}}))
+		// As the answerer SDK renews: a merge patch of spec.renewTime.
+		renew := fmt.Sprintf(`{"spec":{"renewTime":%q}}`, metav1.NewMicroTime(time.Now()).Format(metav1.RFC3339Micro))
+		d.must(d.c.Patch(d.ctx, &hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Name: o.Claim, Namespace: d.ns}},
+			client.RawPatch(types.MergePatchType, []byte(renew))))
 		d.lastWrite = time.Now()
-		d.m.Unclaim(o.Lease)
+		d.m.Renew(o.Claim)
+	case kUnclaim:
+		d.must(d.c.Delete(d.ctx, &hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Name: o.Claim, Namespace: d.ns}}))
+		d.lastWrite = time.Now()
+		d.m.Unclaim(o.Claim)
 	case kAdmit, kAdmitWrong:
 		d.update(o, func() error { return d.m.Admit(o.Q, o.R) }, func(q *hitlv1.UserQuestion) { q.Spec.AdmittedReply = o.R })
 	case kCancel:
@@ -341,22 +337,6 @@ func (d *driver) must(err error) {
 	if err != nil {
 		d.fail("operation %d: %v", d.index, err)
 	}
-}
-
-// write runs an update, again when it loses a race (with a poke or a
-// status write).
-func (d *driver) write(f func() error) {
-	d.t.Helper()
-	for range 20 {
-		err := f()
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		d.must(err)
-		d.lastWrite = time.Now()
-		return
-	}
-	d.fail("operation %d: 20 conflicts in a row", d.index)
 }
 
 func (d *driver) ask(o *op) {
@@ -402,17 +382,16 @@ func (d *driver) reply(o *op) {
 	d.m.Reply(o.R, o.Q, o.Valid)
 }
 
+// claim creates a QuestionClaim on o.Q, which may not exist yet (so the
+// claim names it by name only, and has no owner). This control plane runs
+// no admission: the claim carries its holder as admission would stamp it
+// for that user.
 func (d *driver) claim(o *op) {
-	holder, seconds := o.Holder, o.Seconds
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: o.Lease, Namespace: d.ns,
-			Labels: map[string]string{hitlv1.ClaimLabel: "true", hitlv1.QuestionLabel: o.Q}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
-			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}
-	d.must(d.c.Create(d.ctx, l))
+	q := builders.Question(o.Q, d.ns).Agent("bot").Obj()
+	c := builders.Claim(o.Claim, q).For(time.Duration(o.Seconds) * time.Second).HeldBy(o.Holder).Obj()
+	d.must(d.c.Create(d.ctx, c))
 	d.lastWrite = time.Now()
-	d.m.Claim(o.Lease, o.Q, holder)
+	d.m.Claim(o.Claim, o.Q, o.Holder)
 }
 
 // update is an agent's update of its question, guarded by the

@@ -253,7 +253,13 @@
   function connect() {
     var es = new EventSource('events' + location.search);
     es.onmessage = function (ev) { handle(JSON.parse(ev.data)); };
-    es.onerror = function () { setConnection('Reconnecting…', true); };
+    es.onerror = function () {
+      setConnection('Reconnecting…', true);
+      // An answer other than a stream (429: this person has too many
+      // inbox pages open; a proxy's 5xx) closes an EventSource for good:
+      // open another later.
+      if (es.readyState === EventSource.CLOSED) { setTimeout(connect, 10000); }
+    };
   }
 
   // ---- A card ----
