@@ -913,8 +913,10 @@ func TestFzApplyJSONPatch(t *testing.T) {
 }
 
 // fzCheckQuestionDefaults: the defaulted question is the input with the
-// agent label set when it was missing, and on creation spec.askedAt set
-// when the client did not send it; nothing else.
+// agent label set when it was missing, on creation spec.askedAt set when
+// the client did not send it and spec.askedBy stamped from the requester,
+// and on update a missing spec.askedBy taken from the stored question;
+// nothing else.
 func fzCheckQuestionDefaults(c fzCase, patched []byte, fail func(string, ...any)) {
 	orig, _ := fzDecodes(c.req.Object.Raw, &hitlv1.UserQuestion{})
 	got, ok := fzDecodes(patched, &hitlv1.UserQuestion{})
@@ -930,6 +932,23 @@ func fzCheckQuestionDefaults(c fzCase, patched []byte, fail func(string, ...any)
 	}
 	if c.req.Operation == admissionv1.Create && orig.Spec.AskedAt == nil {
 		want.Spec.AskedAt = &metav1.MicroTime{Time: fzNow}
+	}
+	switch {
+	case c.req.Operation == admissionv1.Create:
+		// Who asked is the requester, whatever the client sent.
+		u := c.req.UserInfo
+		want.Spec.AskedBy = &hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: u.Groups}
+	case c.req.Operation == admissionv1.Update && orig.Spec.AskedBy == nil:
+		// An update that leaves it out keeps the stored one.
+		if old, ok := fzDecodes(c.req.OldObject.Raw, &hitlv1.UserQuestion{}); ok {
+			want.Spec.AskedBy = old.Spec.AskedBy
+		}
+	}
+	if got.Spec.AskedBy != nil && len(got.Spec.AskedBy.Groups) == 0 {
+		got.Spec.AskedBy.Groups = nil
+	}
+	if want.Spec.AskedBy != nil && len(want.Spec.AskedBy.Groups) == 0 {
+		want.Spec.AskedBy.Groups = nil
 	}
 	if got.Spec.AskedAt != nil {
 		got.Spec.AskedAt.Time = got.Spec.AskedAt.UTC()
@@ -1193,9 +1212,9 @@ var fzSeeds = []fzSeed{
 	{name: "question already labelled, update", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtGen+1, 3), want: "allowed"},
 	{name: "question unlabelled, update", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtGen+1, 7), want: "patched"},
 	{name: "question with a conflicting label", ctl: fzCtl(fzQuestionMutate, fzAtGen+1, 4), want: "patched"},
-	{name: "question with an empty agent label", ctl: fzCtl(fzQuestionMutate, fzAtGen+1, 5, fzAtGen+5, 2), want: "allowed"},
+	{name: "question with an empty agent label", ctl: fzCtl(fzQuestionMutate, fzAtGen+1, 5, fzAtGen+5, 2), want: "patched"},
 	{name: "question with askedAt", ctl: fzCtl(fzQuestionMutate, fzAtGen+5, 2), want: "patched"},
-	{name: "question labelled, with askedAt", ctl: fzCtl(fzQuestionMutate, fzAtGen+1, 3, fzAtGen+5, 2), want: "allowed"},
+	{name: "question labelled, with askedAt", ctl: fzCtl(fzQuestionMutate, fzAtGen+1, 3, fzAtGen+5, 2), want: "patched"},
 	{name: "question with a bad askedAt", ctl: fzCtl(fzQuestionMutate, fzAtGen+5, 3), want: "400"},
 	{name: "question with a spec that is a string", ctl: fzCtl(fzQuestionMutate, fzAtGen+6, 12), text: "spec", want: "400"},
 	{name: "question asked by the agent's namesake of another namespace", ctl: fzCtl(fzQuestionMutate, fzAtUser, 3), want: "patched"},
@@ -1207,7 +1226,7 @@ var fzSeeds = []fzSeed{
 	{name: "question, unparsable timeout", ctl: fzCtl(fzQuestionMutate, fzAtGen+4, 8), want: "400"},
 	{name: "question deleted", ctl: fzCtl(fzQuestionMutate, fzAtOp, 4), want: "allowed"},
 	{name: "question of raw JSON", ctl: fzCtl(fzQuestionMutate, fzAtObjSource, 7),
-		obj: []byte(`{"apiVersion":"hitl.dev/v1alpha1","kind":"UserQuestion","metadata":{"namespace":"ns","labels":{"hitl.dev/agent":"coder"}},"spec":{"agent":"coder","questions":[{"id":"a","question":"?"}],"timeout":"1ms","askedAt":"2026-01-02T03:04:05.000001Z"}}`), want: "allowed"},
+		obj: []byte(`{"apiVersion":"hitl.dev/v1alpha1","kind":"UserQuestion","metadata":{"namespace":"ns","labels":{"hitl.dev/agent":"coder"}},"spec":{"agent":"coder","questions":[{"id":"a","question":"?"}],"timeout":"1ms","askedAt":"2026-01-02T03:04:05.000001Z"}}`), want: "patched"},
 	{name: "question of a number", ctl: fzCtl(fzQuestionMutate, fzAtObjSource, 7), obj: []byte("12"), want: "400"},
 	{name: "question of null", ctl: fzCtl(fzQuestionMutate, fzAtObjSource, 7), obj: []byte("null"), want: "400"},
 	{name: "question of bytes that are not JSON", ctl: fzCtl(fzQuestionMutate, fzAtObjSource, 7), obj: []byte{0xff, 0xfe}, want: "400"},

@@ -56,12 +56,11 @@ func (w *QuestionWebhook) Default(ctx context.Context, q *hitlv1.UserQuestion) e
 		}
 		q.Spec.AskedBy = userInfo(req.UserInfo)
 	case admissionv1.Update:
-		// An update that leaves spec.askedBy out keeps the stamped one.
-		if q.Spec.AskedBy == nil {
-			old := &hitlv1.UserQuestion{}
-			if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
-				return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored question: %v", err))
-			}
+		// An update that leaves spec.askedBy out keeps the stamped one. A
+		// stored question that does not decode keeps nothing here: the
+		// CRD's rule refuses an update that drops spec.askedBy.
+		old := &hitlv1.UserQuestion{}
+		if q.Spec.AskedBy == nil && json.Unmarshal(req.OldObject.Raw, old) == nil {
 			q.Spec.AskedBy = old.Spec.AskedBy
 		}
 	}
