@@ -54,10 +54,10 @@ type QuestionReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
-	// uid, when set, is the UID of the question the reply answers: a reply
-	// whose uid is not the live question's settles nothing (Rejected,
-	// NOT_ANSWERABLE), so a reply prepared for one question never answers
-	// a same-named other.
+	// uid, when set, is the UID of the question named: a reply or claim
+	// whose uid is not the live question's answers or holds nothing (a
+	// reply is Rejected, NOT_ANSWERABLE), so what was prepared for one
+	// question never counts for a same-named other.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=128

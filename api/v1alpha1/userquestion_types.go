@@ -86,7 +86,9 @@ type ApprovalSubject struct {
 	// +kubebuilder:validation:MaxLength=200
 	Name string `json:"name"`
 
-	// icon is an optional icon source (a URL) that UIs may load.
+	// icon is an optional icon. The web inbox shows it only when it is an
+	// inline raster image (a base64 data: URI of PNG, GIF, JPEG or WebP)
+	// and never loads a remote URL.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	Icon string `json:"icon,omitempty"`
