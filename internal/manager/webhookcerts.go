@@ -164,32 +164,33 @@ type webhookConfiguration struct {
 // annotations name, skipping those not installed.
 func (w *WebhookCerts) configurations(ctx context.Context, sec *corev1.Secret) ([]webhookConfiguration, error) {
 	var out []webhookConfiguration
+	read := func(kind string, name string, c client.Object, clients func() []*admissionv1.WebhookClientConfig) error {
+		found, err := w.getConfiguration(ctx, kind, name, c)
+		if found {
+			out = append(out, webhookConfiguration{obj: c, clients: clients()})
+		}
+		return err
+	}
 	for _, name := range names(sec.Annotations[MutatingConfigurationsAnnotation]) {
 		c := &admissionv1.MutatingWebhookConfiguration{}
-		found, err := w.getConfiguration(ctx, "MutatingWebhookConfiguration", name, c)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			wc := webhookConfiguration{obj: c}
+		if err := read("MutatingWebhookConfiguration", name, c, func() (cs []*admissionv1.WebhookClientConfig) {
 			for i := range c.Webhooks {
-				wc.clients = append(wc.clients, &c.Webhooks[i].ClientConfig)
+				cs = append(cs, &c.Webhooks[i].ClientConfig)
 			}
-			out = append(out, wc)
+			return cs
+		}); err != nil {
+			return nil, err
 		}
 	}
 	for _, name := range names(sec.Annotations[ValidatingConfigurationsAnnotation]) {
 		c := &admissionv1.ValidatingWebhookConfiguration{}
-		found, err := w.getConfiguration(ctx, "ValidatingWebhookConfiguration", name, c)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			wc := webhookConfiguration{obj: c}
+		if err := read("ValidatingWebhookConfiguration", name, c, func() (cs []*admissionv1.WebhookClientConfig) {
 			for i := range c.Webhooks {
-				wc.clients = append(wc.clients, &c.Webhooks[i].ClientConfig)
+				cs = append(cs, &c.Webhooks[i].ClientConfig)
 			}
-			out = append(out, wc)
+			return cs
+		}); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
