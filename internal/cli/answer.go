@@ -51,7 +51,7 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 	reply := &hitlv1.QuestionReply{
 		ObjectMeta: metav1.ObjectMeta{Name: o.replyName, Namespace: q.Namespace,
 			Labels: map[string]string{hitlv1.AgentLabel: q.Spec.Agent, hitlv1.QuestionLabel: q.Name}},
-		Spec: hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: q.Name}, Answers: answers},
+		Spec: hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: q.Name, UID: q.UID}, Answers: answers},
 	}
 	if o.dryRun == "client" {
 		if reply.Name == "" {

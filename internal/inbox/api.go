@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
@@ -20,6 +21,9 @@ import (
 type target struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// UID is the question's the card showed, for a reply: a question
+	// re-created under the same name since is not answered by it.
+	UID types.UID `json:"uid,omitempty"`
 }
 
 type replyRequest struct {
@@ -61,7 +65,7 @@ func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 	}
 	reply := &hitlv1.QuestionReply{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: req.Name + "-", Namespace: req.Namespace},
-		Spec:       hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: req.Name}, Answers: req.Answers},
+		Spec:       hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: req.Name, UID: req.UID}, Answers: req.Answers},
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReplyTimeout)
 	defer cancel()

@@ -26,6 +26,7 @@ type cardView struct {
 	Order     string
 	Namespace string
 	Name      string
+	UID       string
 	Agent     string
 	CallID    string
 	Questions []questionView
@@ -119,7 +120,7 @@ func order(q *hitlv1.UserQuestion) string {
 func newCard(q *hitlv1.UserQuestion, p Person, locales []string, now time.Time) cardView {
 	id := domID(q)
 	c := cardView{
-		DomID: id, Key: key(q), Order: order(q), Namespace: q.Namespace, Name: q.Name,
+		DomID: id, Key: key(q), Order: order(q), Namespace: q.Namespace, Name: q.Name, UID: string(q.UID),
 		Agent: q.Spec.Agent, CallID: q.CallID(), Status: newStatus(q, p, now),
 	}
 	specs := make([]specView, 0, len(q.Spec.Questions))

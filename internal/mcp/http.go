@@ -137,27 +137,29 @@ func (h *HTTPServer) caller(_ context.Context, req *mcp.CallToolRequest) (*Calle
 		return nil, errors.New("the request carries no reviewed identity")
 	}
 	ns, name, _ := access.ServiceAccountOf(u.Username)
-	c, err := h.clientFor(u.Username)
+	c, err := h.clientFor(u.Username, u.UID)
 	if err != nil {
 		return nil, err
 	}
 	return &Caller{Key: u.Username, Client: c, Namespace: ns, Agent: name}, nil
 }
 
-// clientFor is a client that acts as the ServiceAccount username. Only the
-// username is impersonated: the API server gives an impersonated
-// ServiceAccount its groups (system:serviceaccounts,
+// clientFor is a client that acts as the ServiceAccount username, with
+// the UID its token review returned, so that what it asks records both
+// (spec.askedBy). Groups are not impersonated: the API server gives an
+// impersonated ServiceAccount its groups (system:serviceaccounts,
 // system:serviceaccounts:<namespace>, system:authenticated), the groups
-// its token review returned, so the server needs to impersonate nothing
-// but serviceaccounts.
-func (h *HTTPServer) clientFor(username string) (client.WithWatch, error) {
+// its token review returned, so the server needs to impersonate only
+// serviceaccounts and uids.
+func (h *HTTPServer) clientFor(username, uid string) (client.WithWatch, error) {
+	key := username + "\x00" + uid
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c, ok := h.clients[username]; ok {
+	if c, ok := h.clients[key]; ok {
 		return c, nil
 	}
 	cfg := rest.CopyConfig(h.base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: username}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: username, UID: uid}
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: h.scheme})
 	if err != nil {
 		return nil, fmt.Errorf("a client for %s: %w", username, err)
@@ -165,6 +167,6 @@ func (h *HTTPServer) clientFor(username string) (client.WithWatch, error) {
 	if len(h.clients) >= maxClients {
 		h.clients = map[string]client.WithWatch{}
 	}
-	h.clients[username] = c
+	h.clients[key] = c
 	return c, nil
 }

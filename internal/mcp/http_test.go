@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -331,4 +332,12 @@ func TestHTTPWithShippedRBAC(t *testing.T) {
 	g.Expect(got.err).NotTo(HaveOccurred())
 	g.Expect(structured[hitlmcp.AskResult](g, got.res).Answers).To(HaveLen(1))
 	g.Expect(q.Spec.Agent).To(Equal("http-bot"))
+	// The question records the calling ServiceAccount, UID included: the
+	// server impersonates both.
+	sa := &corev1.ServiceAccount{}
+	g.Expect(e.admin.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "http-bot"}, sa)).To(Succeed())
+	g.Expect(q.Spec.AskedBy).NotTo(BeNil())
+	g.Expect(q.Spec.AskedBy.Username).To(Equal("system:serviceaccount:" + e.ns + ":http-bot"))
+	g.Expect(q.Spec.AskedBy.UID).To(Equal(string(sa.UID)))
+	g.Expect(q.Spec.AskedBy.Groups).To(ContainElement("system:serviceaccounts:" + e.ns))
 }

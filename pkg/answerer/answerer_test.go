@@ -366,6 +366,31 @@ var _ = Describe("Reply", func() {
 		Expect(r.Spec.AnsweredBy.Username).NotTo(Equal("mallory"), "admission stamps the real user")
 		Expect(r.Labels).To(HaveKeyWithValue(hitlv1.AgentLabel, "bot"))
 	})
+
+	It("binds the reply to the question it read, and creates nothing for a question re-created under its name", func() {
+		first := ask(where("q", ns, "bot").Obj())
+		r := Reply("bound", "", "q").Select("env", "staging").Obj()
+		out, err := a.Create(ctx, r)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out.Outcome).To(Equal(hitlv1.OutcomeApplied))
+		Expect(r.Spec.QuestionRef.UID).To(Equal(first.UID))
+
+		// The question is deleted and asked again under its name: a reply
+		// prepared for the first one is refused before it is created.
+		Expect(admin.Delete(ctx, first)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(first), &hitlv1.UserQuestion{}))
+		}).Should(BeTrue())
+		second := ask(where("q", ns, "bot").Obj())
+		Expect(second.UID).NotTo(Equal(first.UID))
+		stale := Reply("stale", "", "q").Select("env", "prod").Obj()
+		stale.Spec.QuestionRef.UID = first.UID
+		_, err = a.Create(ctx, stale)
+		Expect(validation.CodeOf(err)).To(Equal(hitlv1.CodeNotAnswerable))
+		Expect(err.Error()).To(ContainSubstring("replaced"))
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(stale), &hitlv1.QuestionReply{})).NotTo(Succeed())
+		Expect(question(ns, "q")().Status.State).To(Equal(hitlv1.StateOpen))
+	})
 })
 
 var _ = Describe("Outcome.Err", func() {

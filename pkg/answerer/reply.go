@@ -70,6 +70,12 @@ func (a *Answerer) Create(ctx context.Context, reply *hitlv1.QuestionReply) (Out
 	if err != nil {
 		return Outcome{}, err
 	}
+	// A reply is bound to the question the caller read: one prepared for
+	// an earlier question of the same name creates nothing.
+	if ref := reply.Spec.QuestionRef.UID; ref != "" && ref != q.UID {
+		return Outcome{}, notAnswerable("question %s was replaced (its uid is %s, not %s); read it again", q.Name, q.UID, ref)
+	}
+	reply.Spec.QuestionRef.UID = q.UID
 	if err := validation.ValidateAnswers(q.Spec.Questions, reply.Spec.Answers); err != nil {
 		return Outcome{}, err
 	}

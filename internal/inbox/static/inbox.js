@@ -182,7 +182,7 @@
     }
     list.insertBefore(li, before);
     var c = {key: item.key, li: li, rv: item.rv, state: item.state, claim: null, answered: false, done: false,
-      spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name};
+      spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name, uid: li.dataset.uid};
     cards.set(item.key, c);
     return c;
   }
@@ -454,7 +454,7 @@
     var buttons = c.li.querySelectorAll('form button');
     buttons.forEach(function (b) { b.disabled = true; });
     c.li.querySelector('[data-outcome]').textContent = 'Sending…';
-    post('api/reply', {namespace: c.namespace, name: c.name, answers: answers}).then(function (r) {
+    post('api/reply', {namespace: c.namespace, name: c.name, uid: c.uid, answers: answers}).then(function (r) {
       c.li.querySelector('[data-outcome]').textContent = '';
       if (r.status === 200 || r.status === 202) {
         showOutcome(c, r.body);
