@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -20,6 +22,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextensionscel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
@@ -71,26 +78,32 @@ var (
 // webhooks that remain once identity and authorization moved into the
 // admission policies (config/policies). Questions have no validating
 // webhook any more: who may ask, a conflicting label and the largest
-// timeout are the validating policies' to refuse.
+// timeout are the validating policies' to refuse. Claims have none
+// either: the claim defaulter only stamps spec.holder and the labels, and
+// who may claim (FORBIDDEN) and who may renew or release (NOT_OWNER) are
+// the claim-identity and claim-owner policies' rules, not Go code.
 const (
 	fzQuestionMutate = iota
 	fzReplyMutate
 	fzReplyValidate
+	fzClaimMutate
 	fzHandlers
 )
 
-var fzHandlerNames = [fzHandlers]string{"question defaulter", "reply defaulter", "reply validator"}
+var fzHandlerNames = [fzHandlers]string{"question defaulter", "reply defaulter", "reply validator", "claim defaulter"}
 
 // The codes of SPEC §3 the reply validator may deny with; the defaulters
 // deny with none.
 var fzCodes = map[int][]hitlv1.ErrorCode{
-	fzReplyValidate: {hitlv1.CodeNotAnswerable, hitlv1.CodeForbidden, hitlv1.CodeAgentMismatch, hitlv1.CodeReplyQueued, hitlv1.CodeBadAnswer},
+	fzReplyValidate: {hitlv1.CodeNotAnswerable, hitlv1.CodeForbidden, hitlv1.CodeAgentMismatch, hitlv1.CodeReplyQueued, hitlv1.CodeBadAnswer,
+		hitlv1.CodeSelfApproval},
 }
 
 // fzSpecCodes are all the codes of SPEC §3's table.
 var fzSpecCodes = []hitlv1.ErrorCode{
 	hitlv1.CodeEmptyQuestions, hitlv1.CodeBadIntent, hitlv1.CodeBadTimeout, hitlv1.CodeDelegatedCaller,
 	hitlv1.CodeAgentMismatch, hitlv1.CodeBadAnswer, hitlv1.CodeReplyQueued, hitlv1.CodeNotAnswerable, hitlv1.CodeForbidden,
+	hitlv1.CodeAskAborted, hitlv1.CodeNotOwner, hitlv1.CodeSelfApproval,
 }
 
 // fzTape hands out the control bytes one at a time, and zeros once they
@@ -161,9 +174,10 @@ func (c *fzCase) injected() bool { return c.failSAR || c.failCache || c.failAPI 
 // byte per choice, in this order: handler, operation, user, SAR denials,
 // injected failure, the question's state, its agent and questions, whether
 // it exists, where the object comes from, where the old object comes from,
-// the object's namespace, the request's UID and kind, and eight bytes for
-// the object generator. text is spliced into names
-// and values; obj and old are used verbatim when the control bytes say so.
+// the object's namespace, the request's UID and kind, eight bytes for
+// the object generator, and then the tenancy rules' bytes (see fzExt).
+// text is spliced into names and values; obj and old are used verbatim
+// when the control bytes say so.
 func decodeWebhookCase(ctl []byte, text string, obj, old []byte) fzCase {
 	tape := &fzTape{data: ctl}
 	c := fzCase{handler: tape.pick(fzHandlers), denied: map[string]bool{}}
@@ -201,13 +215,41 @@ func decodeWebhookCase(ctl []byte, text string, obj, old []byte) fzCase {
 	for i := range gen {
 		gen[i] = tape.pick(256)
 	}
-
-	questionKind := c.handler == fzQuestionMutate
-	generate := func(own bool) []byte {
-		if own == questionKind {
-			return fzQuestionJSON(gen, text, objNS)
+	ext := fzExt{
+		askedBy: tape.pick(10), intent: tape.pick(8), refUID: tape.pick(10),
+		claimed: tape.pick(12), oldStamp: tape.pick(7),
+	}
+	if q := c.question; q != nil {
+		q.Spec.AskedBy = fzWorldAskedBy(ext.askedBy, user)
+		if qs, override := fzIntentQuestions(ext.intent); override {
+			q.Spec.Questions = qs
 		}
-		return fzReplyJSON(gen, text, objNS, user)
+	}
+
+	// The object is of the handler's kind (own) or of another: a reply for
+	// the question defaulter, a question for the others. stamp is the
+	// askedBy or holder it claims.
+	generate := func(own bool, stamp fzStampValue) []byte {
+		kind := fzKindOf(c.handler)
+		if !own {
+			kind = fzKindQuestion
+			if kind == fzKindOf(c.handler) {
+				kind = fzKindReply
+			}
+		}
+		switch kind {
+		case fzKindQuestion:
+			return fzQuestionJSON(gen, text, objNS, stamp)
+		case fzKindClaim:
+			return fzClaimJSON(gen, text, objNS, stamp)
+		}
+		return fzReplyJSON(gen, text, objNS, user, ext.refUID)
+	}
+	claimed := fzClaimedStamp(ext.claimed, user, text)
+	// The old object's stamp: the object's own (choice 0), or another.
+	oldStamp := claimed
+	if ext.oldStamp != 0 {
+		oldStamp = fzOldStamp(ext.oldStamp, user)
 	}
 	// Bytes that are not JSON cannot be the object of an AdmissionReview,
 	// which is JSON: they are sent as a JSON string instead.
@@ -223,26 +265,33 @@ func decodeWebhookCase(ctl []byte, text string, obj, old []byte) fzCase {
 	case 7:
 		raw = asJSON(obj)
 	case 6:
-		raw = generate(false) // the other kind
+		raw = generate(false, claimed) // the other kind
 	default:
-		raw = generate(true)
+		raw = generate(true, claimed)
 	}
 	switch oldSource {
 	case 0:
+		// The same object, or the same but for its stamp.
 		oldRaw = raw
+		if objSource < 6 && ext.oldStamp != 0 {
+			oldRaw = generate(true, oldStamp)
+		}
 	case 1:
 		oldRaw = asJSON(old)
 	case 2:
 		oldRaw = nil
 	case 3:
 		gen[7] = (gen[7] + 1) % 256 // a different object of the same kind
-		oldRaw = generate(true)
+		oldRaw = generate(true, oldStamp)
 	}
 
 	kind := metav1.GroupVersionKind{Group: hitlv1.GroupVersion.Group, Version: hitlv1.GroupVersion.Version, Kind: "QuestionReply"}
 	resource := metav1.GroupVersionResource{Group: hitlv1.GroupVersion.Group, Version: hitlv1.GroupVersion.Version, Resource: "questionreplies"}
-	if questionKind {
+	switch fzKindOf(c.handler) {
+	case fzKindQuestion:
 		kind.Kind, resource.Resource = "UserQuestion", "userquestions"
+	case fzKindClaim:
+		kind.Kind, resource.Resource = "QuestionClaim", "questionclaims"
 	}
 	req := admissionv1.AdmissionRequest{
 		UID: "uid-request", Kind: kind, Resource: resource, RequestKind: &kind, RequestResource: &resource,
@@ -305,8 +354,9 @@ func fzWorldQuestion(state, shape int, text string) *hitlv1.UserQuestion {
 	return q
 }
 
-// fzQuestionJSON generates a UserQuestion from the generator bytes.
-func fzQuestionJSON(gen [8]int, text, ns string) []byte {
+// fzQuestionJSON generates a UserQuestion from the generator bytes, with
+// the spec.askedBy stamp claims.
+func fzQuestionJSON(gen [8]int, text, ns string, stamp fzStampValue) []byte {
 	q := hitlv1.UserQuestion{TypeMeta: metav1.TypeMeta{APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion"}}
 	q.Name, q.Namespace = "asked", ns
 	q.Spec.Agent = []string{"coder", "coder", "other", "", text, fzHuge, "Coder", "system:serviceaccount:ns:coder"}[gen[0]%8]
@@ -332,12 +382,16 @@ func fzQuestionJSON(gen [8]int, text, ns string) []byte {
 	if a := []any{nil, nil, "2026-01-02T03:04:05.000001Z", "yesterday"}[gen[5]%4]; a != nil {
 		spec["askedAt"] = a
 	}
+	if stamp.set {
+		spec["askedBy"] = stamp.value
+	}
 	return fzHostile(m, gen[6], gen[7], text, "QuestionReply")
 }
 
 // fzReplyJSON generates a QuestionReply from the generator bytes; user is
-// the requesting user, whose identity it may claim.
-func fzReplyJSON(gen [8]int, text, ns string, user authenticationv1.UserInfo) []byte {
+// the requesting user, whose identity it may claim; refUID picks its
+// spec.questionRef.uid (fzRefUIDs).
+func fzReplyJSON(gen [8]int, text, ns string, user authenticationv1.UserInfo, refUID int) []byte {
 	r := hitlv1.QuestionReply{TypeMeta: metav1.TypeMeta{APIVersion: hitlv1.GroupVersion.String(), Kind: "QuestionReply"}}
 	r.Name, r.Namespace = "reply", ns
 	r.Spec.QuestionRef.Name = []string{fzQuestionName, fzQuestionName, fzQuestionName, fzQuestionName, fzQuestionName, fzQuestionName,
@@ -351,7 +405,9 @@ func fzReplyJSON(gen [8]int, text, ns string, user authenticationv1.UserInfo) []
 		{{ID: "q0", Custom: "other"}},
 		{{ID: "q0", Selected: []string{"a", "b"}}, {ID: "q1", Selected: []string{"a"}}},
 		{{ID: text, Selected: []string{text}}},
-	}[gen[1]%8]
+		{{ID: "ok", Selected: []string{"yes"}}},  // approves an Approval question
+		{{ID: "plan", Selected: []string{"go"}}}, // approves a PlanReview question
+	}[gen[1]%10]
 	switch gen[2] % 8 {
 	case 2:
 		r.Spec.AnsweredBy = &hitlv1.UserInfo{Username: "mallory", UID: "uid-mallory", Groups: []string{"system:masters"}}
@@ -401,7 +457,259 @@ func fzReplyJSON(gen [8]int, text, ns string, user authenticationv1.UserInfo) []
 	if gen[5]%4 == 1 {
 		m["status"] = map[string]any{"outcome": "Applied", "reason": "FORBIDDEN"}
 	}
+	if uid := fzRefUIDs(refUID, text); uid.set {
+		spec["questionRef"].(map[string]any)["uid"] = uid.value
+	}
 	return fzHostile(m, gen[6], gen[7], text, "UserQuestion")
+}
+
+// fzExt are the control bytes after the generator's, for the tenancy
+// rules: who asked the world question (fzWorldAskedBy), which intents it
+// holds (fzIntentQuestions), the reply's spec.questionRef.uid (fzRefUIDs),
+// the spec.askedBy or spec.holder the object claims (fzClaimedStamp) and
+// the one the old object holds (fzOldStamp; 0: the object's own).
+type fzExt struct {
+	askedBy, intent, refUID, claimed, oldStamp int
+}
+
+// Offsets of fzExt's bytes in ctl, after the generator's eight.
+const (
+	fzAtAskedBy = fzAtGen + 8 + iota
+	fzAtIntent
+	fzAtRefUID
+	fzAtClaimed
+	fzAtOldStamp
+	fzAtEnd
+)
+
+// The kinds of object the handlers take.
+const (
+	fzKindQuestion = iota
+	fzKindReply
+	fzKindClaim
+)
+
+func fzKindOf(handler int) int {
+	switch handler {
+	case fzQuestionMutate:
+		return fzKindQuestion
+	case fzClaimMutate:
+		return fzKindClaim
+	}
+	return fzKindReply
+}
+
+// fzCoderSA is the agent's ServiceAccount as a stamp: the usual asker.
+func fzCoderSA() *hitlv1.UserInfo {
+	return &hitlv1.UserInfo{Username: "system:serviceaccount:ns:coder", UID: "uid-sa-coder",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"}}
+}
+
+// fzWorldAskedBy is the world question's spec.askedBy, against the
+// requesting user u: the agent's ServiceAccount (the ordinary case), u
+// exactly, u's username with another UID or none, none at all (a question
+// asked before spec.askedBy existed), u with other groups, an empty stamp,
+// u's username in upper case or with a trailing space, and alice.
+func fzWorldAskedBy(i int, u authenticationv1.UserInfo) *hitlv1.UserInfo {
+	groups := append([]string(nil), u.Groups...)
+	switch i {
+	case 1:
+		return &hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: groups}
+	case 2:
+		return &hitlv1.UserInfo{Username: u.Username, UID: "uid-other", Groups: groups}
+	case 3:
+		return &hitlv1.UserInfo{Username: u.Username}
+	case 4:
+		return nil
+	case 5:
+		return &hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: []string{"other-group"}}
+	case 6:
+		return &hitlv1.UserInfo{}
+	case 7:
+		return &hitlv1.UserInfo{Username: strings.ToUpper(u.Username), UID: u.UID, Groups: groups}
+	case 8:
+		return &hitlv1.UserInfo{Username: "alice", UID: "uid-alice", Groups: []string{"team", "system:authenticated"}}
+	case 9:
+		return &hitlv1.UserInfo{Username: u.Username + " ", UID: u.UID, Groups: groups}
+	}
+	return fzCoderSA()
+}
+
+// fzIntentQuestions replaces the world question's questions (override)
+// with: a PlanReview, an Approval beside a plain question, a Poll intent,
+// an intent typed "approval" (not the Approval type), a plain question
+// beside a PlanReview, an intent with an approval body but no type, and a
+// lone Approval.
+func fzIntentQuestions(i int) (qs []hitlv1.Question, override bool) {
+	single := fzQuestionsPalette(0)[0]
+	plan := fzQuestionsPalette(2)[0]
+	approval := fzQuestionsPalette(3)[0]
+	switch i {
+	case 1:
+		return []hitlv1.Question{plan}, true
+	case 2:
+		return []hitlv1.Question{approval, single}, true
+	case 3:
+		return fzQuestionsPalette(7), true
+	case 4:
+		single.Intent = &hitlv1.QuestionIntent{Type: "approval", Approval: &hitlv1.ApprovalIntent{Approve: "a"}}
+		return []hitlv1.Question{single}, true
+	case 5:
+		return []hitlv1.Question{single, plan}, true
+	case 6:
+		single.Intent = &hitlv1.QuestionIntent{Approval: &hitlv1.ApprovalIntent{Approve: "a"}}
+		return []hitlv1.Question{single}, true
+	case 7:
+		return []hitlv1.Question{approval}, true
+	}
+	return nil, false
+}
+
+// fzStampValue is the JSON value a generated object holds at spec.askedBy
+// or spec.holder, when set (a nil value is JSON null).
+type fzStampValue struct {
+	set   bool
+	value any
+}
+
+func fzStampOf(u *hitlv1.UserInfo) fzStampValue {
+	m := map[string]any{"username": u.Username, "uid": u.UID}
+	if u.Groups != nil {
+		groups := make([]any, len(u.Groups))
+		for i, g := range u.Groups {
+			groups[i] = g
+		}
+		m["groups"] = groups
+	}
+	return fzStampValue{set: true, value: m}
+}
+
+var fzMallory = &hitlv1.UserInfo{Username: "mallory", UID: "uid-mallory", Groups: []string{"system:masters"}}
+
+// fzClaimedStamp is the spec.askedBy of a generated question, or the
+// spec.holder of a generated claim, against the requesting user u: none,
+// mallory, u exactly, the agent's ServiceAccount, an empty object, null,
+// keys of another case (unknown to the API server), a string, u's
+// username with another UID, an unknown field, the fuzz text and a huge
+// username.
+func fzClaimedStamp(i int, u authenticationv1.UserInfo, text string) fzStampValue {
+	switch i {
+	case 1:
+		return fzStampOf(fzMallory)
+	case 2:
+		return fzStampOf(&hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: u.Groups})
+	case 3:
+		return fzStampOf(fzCoderSA())
+	case 4:
+		return fzStampValue{set: true, value: map[string]any{}}
+	case 5:
+		return fzStampValue{set: true}
+	case 6:
+		return fzStampValue{set: true, value: map[string]any{"Username": "mallory", "Groups": []any{"system:masters"}}}
+	case 7:
+		return fzStampValue{set: true, value: "mallory"}
+	case 8:
+		return fzStampOf(&hitlv1.UserInfo{Username: u.Username, UID: "uid-other", Groups: u.Groups})
+	case 9:
+		return fzStampValue{set: true, value: map[string]any{"username": "mallory", "extra": map[string]any{"scopes": []any{"*"}}}}
+	case 10:
+		return fzStampOf(&hitlv1.UserInfo{Username: text, UID: text, Groups: []string{text}})
+	case 11:
+		return fzStampOf(&hitlv1.UserInfo{Username: fzHuge})
+	}
+	return fzStampValue{}
+}
+
+// fzOldStamp is the old object's stamp, when not the object's own: the
+// agent's ServiceAccount, none, the requesting user u exactly, null,
+// mallory, an empty object.
+func fzOldStamp(i int, u authenticationv1.UserInfo) fzStampValue {
+	switch i {
+	case 1:
+		return fzStampOf(fzCoderSA())
+	case 3:
+		return fzStampOf(&hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: u.Groups})
+	case 4:
+		return fzStampValue{set: true}
+	case 5:
+		return fzStampOf(fzMallory)
+	case 6:
+		return fzStampValue{set: true, value: map[string]any{}}
+	}
+	return fzStampValue{}
+}
+
+// fzRefUIDs is a generated reply's spec.questionRef.uid: none, the live
+// question's UID, an earlier question's, the fuzz text, a huge one, the
+// live one in upper case or with a trailing space, a number, null, and
+// the empty string.
+func fzRefUIDs(i int, text string) fzStampValue {
+	v := []any{nil, string(fzQuestionUID), "uid-earlier", text, fzHuge, strings.ToUpper(string(fzQuestionUID)), string(fzQuestionUID) + " ", 12, nil, ""}[i%10]
+	return fzStampValue{set: i%10 != 0, value: v}
+}
+
+// fzClaimJSON generates a QuestionClaim from the generator bytes, with the
+// spec.holder stamp claims.
+func fzClaimJSON(gen [8]int, text, ns string, stamp fzStampValue) []byte {
+	c := hitlv1.QuestionClaim{TypeMeta: metav1.TypeMeta{APIVersion: hitlv1.GroupVersion.String(), Kind: "QuestionClaim"}}
+	c.Name, c.Namespace = "claim", ns
+	c.Spec.QuestionRef.Name = []string{fzQuestionName, fzQuestionName, fzQuestionName, "", text, fzHuge, "a/b", "missing"}[gen[0]%8]
+	c.Spec.QuestionRef.UID = []types.UID{"", fzQuestionUID, "uid-earlier", "", types.UID(text), "", "", ""}[gen[0]%8]
+	c.Spec.Agent = []string{"coder", "coder", "other", "", text, fzHuge, "Coder", "system:serviceaccount:ns:coder"}[gen[1]%8]
+	c.Spec.DurationSeconds = 30
+	switch gen[3] % 8 {
+	case 1:
+		// As the defaulter and the claim-holder policy set them.
+		c.Labels = map[string]string{hitlv1.QuestionLabel: fzQuestionName, hitlv1.AgentLabel: "coder"}
+	case 2:
+		c.Labels = map[string]string{hitlv1.AgentLabel: "evil"}
+	case 3:
+		c.Labels = map[string]string{hitlv1.QuestionLabel: "other", hitlv1.AgentLabel: "evil", "team": "x"}
+	case 4:
+		c.Labels = map[string]string{hitlv1.QuestionLabel: "", hitlv1.AgentLabel: ""}
+	case 5:
+		c.Labels = map[string]string{hitlv1.AgentLabel: text}
+	case 6:
+		c.Labels = map[string]string{"team": "x"}
+	}
+	m := fzToMap(c)
+	spec := m["spec"].(map[string]any)
+	switch gen[4] % 16 {
+	case 1:
+		spec["durationSeconds"] = 0
+	case 2:
+		spec["durationSeconds"] = -1
+	case 3:
+		spec["durationSeconds"] = 301
+	case 4:
+		spec["durationSeconds"] = int64(1) << 40
+	case 5:
+		spec["durationSeconds"] = "30"
+	case 6:
+		delete(spec, "durationSeconds")
+	case 7:
+		spec["durationSeconds"] = 30.5
+	}
+	switch gen[5] % 8 {
+	case 1:
+		spec["renewTime"] = "2026-01-02T03:04:05.000001Z"
+	case 2:
+		spec["renewTime"] = "yesterday"
+	case 3:
+		spec["renewTime"] = nil
+	}
+	switch gen[2] % 8 {
+	case 1:
+		spec["questionRef"] = nil
+	case 2:
+		spec["questionRef"] = fzQuestionName
+	case 3:
+		spec["questionRef"] = map[string]any{"name": fzQuestionName, "uid": 12}
+	}
+	if stamp.set {
+		spec["holder"] = stamp.value
+	}
+	return fzHostile(m, gen[6], gen[7], text, "QuestionReply")
 }
 
 // fzHostile applies up to two hostile edits to a generated object and
@@ -583,6 +891,8 @@ func fzHandler(c *fzCase, sars *[]fzSAR) *admission.Webhook {
 		wh = admission.WithDefaulter[*hitlv1.QuestionReply](fzScheme, rw)
 	case fzReplyValidate:
 		wh = admission.WithValidator[*hitlv1.QuestionReply](fzScheme, rw)
+	case fzClaimMutate:
+		wh = admission.WithDefaulter[*hitlv1.QuestionClaim](fzScheme, &hitladmission.ClaimWebhook{})
 	}
 	return wh.WithRecoverPanic(false)
 }
@@ -658,16 +968,19 @@ func runWebhookCase(t *testing.T, c fzCase) string {
 	}
 
 	// Which bytes must decode for the handler to get anywhere.
-	questionKind := c.handler == fzQuestionMutate
 	decodes := func(raw []byte) bool {
-		if questionKind {
-			_, ok := fzDecodes(raw, &hitlv1.UserQuestion{})
-			return ok
+		var ok bool
+		switch fzKindOf(c.handler) {
+		case fzKindQuestion:
+			_, ok = fzDecodes(raw, &hitlv1.UserQuestion{})
+		case fzKindClaim:
+			_, ok = fzDecodes(raw, &hitlv1.QuestionClaim{})
+		default:
+			_, ok = fzDecodes(raw, &hitlv1.QuestionReply{})
 		}
-		_, ok := fzDecodes(raw, &hitlv1.QuestionReply{})
 		return ok
 	}
-	mutating := c.handler == fzQuestionMutate || c.handler == fzReplyMutate
+	mutating := c.handler != fzReplyValidate
 	var mayBe400 bool
 	switch {
 	case mutating:
@@ -739,7 +1052,7 @@ func runWebhookCase(t *testing.T, c fzCase) string {
 	}
 
 	switch c.handler {
-	case fzQuestionMutate, fzReplyMutate:
+	case fzQuestionMutate, fzReplyMutate, fzClaimMutate:
 		if !resp.Allowed {
 			fail("the defaulter denies")
 		}
@@ -759,17 +1072,23 @@ func runWebhookCase(t *testing.T, c fzCase) string {
 				fail("the patch does not apply to the object: %v", err)
 			}
 		}
-		if c.handler == fzQuestionMutate {
-			fzCheckQuestionDefaults(c, patched, fail)
-		} else {
+		outcome := "allowed"
+		if len(resp.Patch) > 0 {
+			outcome = "patched"
+		}
+		switch c.handler {
+		case fzQuestionMutate:
+			if verdict := fzCheckQuestionDefaults(c, patched, fail); verdict != "" {
+				outcome = verdict
+			}
+		case fzClaimMutate:
+			fzCheckClaimDefaults(c, patched, fail)
+		default:
 			fzCheckReplyDefaults(c, patched, fail)
 		}
-		if len(resp.Patch) > 0 {
-			return "patched"
-		}
-		return "allowed"
+		return outcome
 	default:
-		return fzCheckReplyVerdict(c, code, resp.Allowed, sars, fail)
+		return fzCheckReplyVerdict(c, code, resp, sars, fail)
 	}
 }
 
@@ -916,8 +1235,10 @@ func TestFzApplyJSONPatch(t *testing.T) {
 // agent label set when it was missing, on creation spec.askedAt set when
 // the client did not send it and spec.askedBy stamped from the requester,
 // and on update a missing spec.askedBy taken from the stored question;
-// nothing else.
-func fzCheckQuestionDefaults(c fzCase, patched []byte, fail func(string, ...any)) {
+// nothing else. On update it then checks the CRD's rule on what the
+// defaulter lets through (fzCheckAskedByKept), and returns the outcome
+// when that differs from the defaulter's own.
+func fzCheckQuestionDefaults(c fzCase, patched []byte, fail func(string, ...any)) string {
 	orig, _ := fzDecodes(c.req.Object.Raw, &hitlv1.UserQuestion{})
 	got, ok := fzDecodes(patched, &hitlv1.UserQuestion{})
 	if !ok {
@@ -958,6 +1279,175 @@ func fzCheckQuestionDefaults(c fzCase, patched []byte, fail func(string, ...any)
 	}
 	if !reflect.DeepEqual(got, want) {
 		fail("the defaulted question is\n%+v\nwant\n%+v", got, want)
+	}
+	if c.req.Operation != admissionv1.Update {
+		return ""
+	}
+	old, ok := fzDecodes(c.req.OldObject.Raw, &hitlv1.UserQuestion{})
+	if !ok {
+		return "" // a stored question always decodes
+	}
+	return fzCheckAskedByKept(got, old, fail)
+}
+
+// The outcomes of fzCheckAskedByKept besides the defaulter's own.
+const (
+	fzOutcomeCRDRefused = "NOT_OWNER (CRD)"
+)
+
+// fzCheckAskedByKept checks what the API server makes of an update the
+// question defaulter let through (got, over the stored question old): a
+// stamped spec.askedBy is immutable and a question asked without one never
+// gains one, so the CRD refuses, with NOT_OWNER naming spec.askedBy,
+// exactly the updates that change, drop or add it; and what it stores
+// keeps the stamp, so no caller forges one.
+func fzCheckAskedByKept(got, old *hitlv1.UserQuestion, fail func(string, ...any)) string {
+	changed := !fzSameStamp(got.Spec.AskedBy, old.Spec.AskedBy)
+	refused, msg, err := fzAskedByRule(got, old)
+	if err != nil {
+		fail("evaluating the CRD's rules: %v", err)
+	}
+	stamp := func(u *hitlv1.UserInfo) string {
+		if u == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%q uid %q groups %q", fzShort(u.Username), fzShort(u.UID), u.Groups)
+	}
+	switch {
+	case refused && !changed:
+		fail("the CRD refuses an update that keeps spec.askedBy (%s, stored %s): %s", stamp(got.Spec.AskedBy), stamp(old.Spec.AskedBy), msg)
+	case !refused && changed:
+		fail("the CRD lets an update change spec.askedBy from %s to %s", stamp(old.Spec.AskedBy), stamp(got.Spec.AskedBy))
+	case refused:
+		if !strings.HasPrefix(msg, string(hitlv1.CodeNotOwner)+": ") || !strings.Contains(msg, "spec.askedBy") {
+			fail("the CRD refuses a changed spec.askedBy with %q, not NOT_OWNER naming spec.askedBy", msg)
+		}
+		return fzOutcomeCRDRefused
+	}
+	return ""
+}
+
+// fzSameStamp: two stamps are equal field by field (CEL's ==), a missing
+// list of groups being an empty one.
+func fzSameStamp(a, b *hitlv1.UserInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Username == b.Username && a.UID == b.UID && reflect.DeepEqual(fzNonEmpty(a.Groups), fzNonEmpty(b.Groups))
+}
+
+// The API server's CEL limits for CRD rules (k8s.io/apiserver's
+// celconfig.PerCallLimit and RuntimeCELCostBudget).
+const (
+	fzCELPerCallLimit = 1000000
+	fzCELCostBudget   = 10000000
+)
+
+// fzQuestionCRD is the UserQuestion CRD's structural schema and the CEL
+// validator of its x-kubernetes-validations, as the API server builds
+// them, from the generated CRD this repository installs.
+var fzQuestionCRD = sync.OnceValues(func() (*fzCRD, error) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "hitl.dev_userquestions.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(b, crd); err != nil {
+		return nil, err
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name != hitlv1.GroupVersion.Version || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		internal := &apiextensions.JSONSchemaProps{}
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, internal, nil); err != nil {
+			return nil, err
+		}
+		s, err := structuralschema.NewStructural(internal)
+		if err != nil {
+			return nil, err
+		}
+		validator := apiextensionscel.NewValidator(s, true, fzCELPerCallLimit)
+		if validator == nil {
+			return nil, errors.New("the CRD has no CEL rules")
+		}
+		return &fzCRD{schema: s, validator: validator}, nil
+	}
+	return nil, fmt.Errorf("the CRD has no schema for %s", hitlv1.GroupVersion.Version)
+})
+
+type fzCRD struct {
+	schema    *structuralschema.Structural
+	validator *apiextensionscel.Validator
+}
+
+// fzAskedByRule evaluates the UserQuestion CRD's rules on an update of
+// old to q, and reports whether the rule on spec.askedBy refuses it, with
+// its message.
+func fzAskedByRule(q, old *hitlv1.UserQuestion) (refused bool, msg string, err error) {
+	crd, err := fzQuestionCRD()
+	if err != nil {
+		return false, "", err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(q)
+	if err != nil {
+		return false, "", err
+	}
+	oldObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+	if err != nil {
+		return false, "", err
+	}
+	errs, remaining := crd.validator.Validate(context.Background(), nil, crd.schema, obj, oldObj, fzCELCostBudget)
+	if remaining < 0 {
+		return false, "", fmt.Errorf("out of CEL cost budget: %v", errs)
+	}
+	for _, e := range errs {
+		if e.Field == "spec.askedBy" {
+			return true, e.Detail, nil
+		}
+	}
+	return false, "", nil
+}
+
+// fzCheckClaimDefaults: the defaulted claim's spec.holder is exactly the
+// requesting user, on every create and update, whatever the client sent
+// and whoever held the claim before (refusing a renewal by another than
+// the old holder, NOT_OWNER, and a claim without the answer grant,
+// FORBIDDEN, is the claim-identity policy's: no Go code decides them);
+// the labels hitl.dev/question and hitl.dev/agent are spec.questionRef.name
+// and spec.agent, over the client's; nothing else changes.
+func fzCheckClaimDefaults(c fzCase, patched []byte, fail func(string, ...any)) {
+	orig, _ := fzDecodes(c.req.Object.Raw, &hitlv1.QuestionClaim{})
+	got, ok := fzDecodes(patched, &hitlv1.QuestionClaim{})
+	if !ok {
+		fail("the defaulted claim does not decode: %.300s", patched)
+	}
+	u := c.req.UserInfo
+	user := &hitlv1.UserInfo{Username: u.Username, UID: u.UID, Groups: fzNonEmpty(u.Groups)}
+	if got.Spec.Holder == nil {
+		fail("spec.holder is not stamped")
+	}
+	got.Spec.Holder.Groups = fzNonEmpty(got.Spec.Holder.Groups)
+	if by := got.Spec.Holder; !reflect.DeepEqual(by, user) {
+		fail("spec.holder is %q %q %v, the requesting user is %q %q %v",
+			fzShort(by.Username), fzShort(by.UID), by.Groups, fzShort(user.Username), fzShort(user.UID), user.Groups)
+	}
+	want := orig.DeepCopy()
+	want.Spec.Holder = user
+	labelled := want.DeepCopy()
+	if labelled.Labels == nil {
+		labelled.Labels = map[string]string{}
+	}
+	labelled.Labels[hitlv1.QuestionLabel] = orig.Spec.QuestionRef.Name
+	labelled.Labels[hitlv1.AgentLabel] = orig.Spec.Agent
+	if orig.Spec.QuestionRef.Name != "" && orig.Spec.Agent != "" ||
+		reflect.DeepEqual(got.Labels, labelled.Labels) {
+		// A claim naming no question or no agent (which the schema
+		// refuses) may keep its labels or take the empty values.
+		want = labelled
+	}
+	if !reflect.DeepEqual(got, want) {
+		fail("the defaulted claim is\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -1011,11 +1501,15 @@ func fzCheckReplyDefaults(c fzCase, patched []byte, fail func(string, ...any)) {
 // feedback checks it gives, in the order it makes them: a missing question
 // (NOT_ANSWERABLE), a user who may not answer the question's agent
 // (FORBIDDEN), an agent label that names another agent (AGENT_MISMATCH), a
-// Settled, Cancelled or cancelling question (NOT_ANSWERABLE), a queued
-// reply (REPLY_QUEUED), and a batch ValidateAnswers refuses (BAD_ANSWER).
-// A denial gives the first rule the request breaks; an allowed reply breaks
-// none.
-func fzCheckReplyVerdict(c fzCase, code hitlv1.ErrorCode, allowed bool, sars []fzSAR, fail func(string, ...any)) string {
+// spec.questionRef.uid that is not the live question's (NOT_ANSWERABLE), a
+// reply from the question's spec.askedBy to an Approval or PlanReview
+// question (SELF_APPROVAL), a Settled, Cancelled or cancelling question
+// (NOT_ANSWERABLE), a queued reply (REPLY_QUEUED), and a batch
+// ValidateAnswers refuses (BAD_ANSWER). A denial gives the first rule the
+// request breaks, and names its field in the message and in its one
+// cause; an allowed reply breaks none.
+func fzCheckReplyVerdict(c fzCase, code hitlv1.ErrorCode, resp admission.Response, sars []fzSAR, fail func(string, ...any)) string {
+	allowed := resp.Allowed
 	if c.req.Operation != admissionv1.Create {
 		if !allowed {
 			fail("%s is denied with %s", c.req.Operation, code)
@@ -1031,6 +1525,9 @@ func fzCheckReplyVerdict(c fzCase, code hitlv1.ErrorCode, allowed bool, sars []f
 	mayAnswer := exists && !c.denied[hitlv1.VerbAnswer+"/"+q.Spec.Agent]
 	label, labelled := r.Labels[hitlv1.AgentLabel]
 	labelOK := exists && (!labelled || label == q.Spec.Agent)
+	refUID := r.Spec.QuestionRef.UID
+	uidOK := exists && (refUID == "" || refUID == q.UID)
+	self := exists && fzNeedsOtherApprover(q) && fzSameUser(c.req.UserInfo, q.Spec.AskedBy)
 	answerable := exists && !q.Status.State.Terminal() && !q.Spec.Cancelled
 	queued := exists && q.Status.QueuedReply != nil
 	var batchErr error = errors.New("no question")
@@ -1038,19 +1535,24 @@ func fzCheckReplyVerdict(c fzCase, code hitlv1.ErrorCode, allowed bool, sars []f
 		batchErr = validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers)
 	}
 	var wantCode hitlv1.ErrorCode
+	var wantField string
 	switch {
 	case !exists:
-		wantCode = hitlv1.CodeNotAnswerable
+		wantCode, wantField = hitlv1.CodeNotAnswerable, "spec.questionRef.name"
 	case !mayAnswer:
-		wantCode = hitlv1.CodeForbidden
+		wantCode, wantField = hitlv1.CodeForbidden, "spec.answeredBy"
 	case !labelOK:
-		wantCode = hitlv1.CodeAgentMismatch
+		wantCode, wantField = hitlv1.CodeAgentMismatch, "metadata.labels"
+	case !uidOK:
+		wantCode, wantField = hitlv1.CodeNotAnswerable, "spec.questionRef.uid"
+	case self:
+		wantCode, wantField = hitlv1.CodeSelfApproval, "spec.answeredBy"
 	case !answerable:
-		wantCode = hitlv1.CodeNotAnswerable
+		wantCode, wantField = hitlv1.CodeNotAnswerable, "spec.questionRef.name"
 	case queued:
-		wantCode = hitlv1.CodeReplyQueued
+		wantCode, wantField = hitlv1.CodeReplyQueued, "spec.questionRef.name"
 	case batchErr != nil:
-		wantCode = hitlv1.CodeBadAnswer
+		wantCode, wantField = hitlv1.CodeBadAnswer, "spec.answers"
 	}
 	for _, s := range sars {
 		if !exists || s.spec.ResourceAttributes.Verb != hitlv1.VerbAnswer || s.spec.ResourceAttributes.Name != q.Spec.Agent || s.spec.ResourceAttributes.Namespace != q.Namespace {
@@ -1060,17 +1562,62 @@ func fzCheckReplyVerdict(c fzCase, code hitlv1.ErrorCode, allowed bool, sars []f
 	if exists && !c.injected() && len(sars) != 1 {
 		fail("%d SubjectAccessReviews for a reply to an existing question, want 1 (for its agent)", len(sars))
 	}
+	facts := func() string {
+		var askedBy any = "none"
+		if exists && q.Spec.AskedBy != nil {
+			askedBy = fmt.Sprintf("%q uid %q", fzShort(q.Spec.AskedBy.Username), fzShort(q.Spec.AskedBy.UID))
+		}
+		return fmt.Sprintf("question exists %v, may answer %v, label %q (set %v), questionRef.uid %q, asked by %v, requester uid %q, needs another approver %v, answerable %v, queued %v, batch %v",
+			exists, mayAnswer, fzShort(label), labelled, fzShort(string(refUID)), askedBy, fzShort(c.req.UserInfo.UID), exists && fzNeedsOtherApprover(q), answerable, queued, batchErr)
+	}
 	switch {
 	case allowed && wantCode != "":
-		fail("allowed a reply that SPEC refuses with %s: question exists %v, may answer %v, label %q (set %v), answerable %v, queued %v, batch %v",
-			wantCode, exists, mayAnswer, fzShort(label), labelled, answerable, queued, batchErr)
+		fail("allowed a reply that SPEC refuses with %s: %s", wantCode, facts())
 	case !allowed && wantCode == "" && !c.injected():
-		fail("denied (%s) a reply that SPEC allows", code)
+		fail("denied (%s) a reply that SPEC allows: %s", code, facts())
 	case code != "" && code != wantCode:
-		fail("denied with %s, but the first rule the reply breaks is %s (question exists %v, may answer %v, label %q (set %v), answerable %v, queued %v, batch %v)",
-			code, wantCode, exists, mayAnswer, fzShort(label), labelled, answerable, queued, batchErr)
+		fail("denied with %s, but the first rule the reply breaks is %s (%s)", code, wantCode, facts())
+	case code != "":
+		// The denial names the field of the rule it breaks: in its one
+		// cause, and at the end of its message.
+		var causes []metav1.StatusCause
+		if d := resp.Result.Details; d != nil {
+			causes = d.Causes
+		}
+		if len(causes) != 1 {
+			fail("a %s denial with %d causes, want 1: %+v", code, len(causes), causes)
+		}
+		f := causes[0].Field
+		if f != wantField && (wantCode != hitlv1.CodeBadAnswer || !strings.HasPrefix(f, wantField)) {
+			fail("a %s denial names field %q, want %q", code, f, wantField)
+		}
+		if !strings.Contains(resp.Result.Message, "("+f+")") || !strings.Contains(causes[0].Message, string(code)+": ") {
+			fail("a %s denial whose message %q or cause %q does not name field %s with the code", code, fzShort(resp.Result.Message), fzShort(causes[0].Message), f)
+		}
 	}
 	return fzOutcome(allowed, code)
+}
+
+// fzSameUser is the tenancy guide's "the asker": the same username, and the
+// same UID when both the stamp and the request carry one. An empty
+// username names nobody (the API server always gives one, system:anonymous
+// at least), so an empty stamp matches no requester.
+func fzSameUser(u authenticationv1.UserInfo, stamp *hitlv1.UserInfo) bool {
+	if stamp == nil || u.Username == "" || u.Username != stamp.Username {
+		return false
+	}
+	return u.UID == "" || stamp.UID == "" || u.UID == stamp.UID
+}
+
+// fzNeedsOtherApprover: the question holds an intent of type Approval or
+// PlanReview (exactly these names), which its asker may not answer.
+func fzNeedsOtherApprover(q *hitlv1.UserQuestion) bool {
+	for _, x := range q.Spec.Questions {
+		if x.Intent != nil && (x.Intent.Type == "Approval" || x.Intent.Type == "PlanReview") {
+			return true
+		}
+	}
+	return false
 }
 
 // fzCoded reports whether a message starts with a code of SPEC §3.
@@ -1136,13 +1683,13 @@ const (
 	fzAtOldSource
 	fzAtNamespace
 	fzAtMeta
-	fzAtGen // eight generator bytes follow
+	fzAtGen // eight generator bytes follow, then fzExt's (fzAtAskedBy...)
 )
 
 // fzCtl is a control input: handler h, then the given offset/value pairs
 // over zeros.
 func fzCtl(h int, offsetValue ...int) []byte {
-	ctl := make([]byte, fzAtGen+8)
+	ctl := make([]byte, fzAtEnd)
 	ctl[fzAtHandler] = byte(h)
 	for i := 0; i+1 < len(offsetValue); i += 2 {
 		ctl[offsetValue[i]] = byte(offsetValue[i+1])
@@ -1233,13 +1780,145 @@ var fzSeeds = []fzSeed{
 	{name: "question in a v1beta1 review", ctl: fzCtl(fzQuestionMutate, fzAtMeta, 3), want: "patched"},
 	{name: "question without request UID", ctl: fzCtl(fzQuestionMutate, fzAtMeta, 4), want: "patched"},
 	{name: "question sent as a Pod", ctl: fzCtl(fzQuestionMutate, fzAtMeta, 5), want: "patched"},
+	// Replies naming their question by UID (feedback): a reply made for
+	// another question of the same name is NOT_ANSWERABLE, after FORBIDDEN
+	// and AGENT_MISMATCH.
+	{name: "reply naming the live question's UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 1), want: "allowed"},
+	{name: "reply naming an earlier question's UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 2), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply naming the question's UID in upper case", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 5), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply naming the question's UID with a trailing space", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 6), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply naming a huge UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 4), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply naming the fuzz text as UID, which is the question's", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 3), text: string(fzQuestionUID), want: "allowed"},
+	{name: "reply naming a numeric UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 7), want: "400"},
+	{name: "reply naming a null UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 8), want: "allowed"},
+	{name: "reply naming an empty UID", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 9), want: "allowed"},
+	{name: "reply naming an earlier UID, without the answer verb", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 2, fzAtDeny, 2), want: string(hitlv1.CodeForbidden)},
+	{name: "reply naming an earlier UID and another agent", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 2, fzAtGen+3, 1), want: string(hitlv1.CodeAgentMismatch)},
+	{name: "reply naming an earlier UID, by the asker of an Approval", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 2, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply naming an earlier UID, to a settled question", ctl: fzCtl(fzReplyValidate, fzAtRefUID, 2, fzAtState, 3), want: string(hitlv1.CodeNotAnswerable)},
+	{name: "reply defaulted, naming an earlier UID", ctl: fzCtl(fzReplyMutate, fzAtRefUID, 2), want: "patched"},
+
+	// Self-approval (feedback): the question's asker (same username, same
+	// UID when both carry one) may not answer an Approval or PlanReview
+	// question, whatever its grants; the check comes after FORBIDDEN,
+	// AGENT_MISMATCH and the UID, before the question's state and the batch.
+	{name: "asker approving its Approval question", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker approving its PlanReview question", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 1, fzAtGen+1, 9), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker answering its Approval question of the usual shapes", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtShape, 6, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker answering an Approval beside a plain question", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 2), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker answering a plain question beside a PlanReview", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 5), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker answering its plain question", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1), want: "allowed"},
+	{name: "asker answering its Poll", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 3), want: "allowed"},
+	{name: "asker answering an intent typed approval in lower case", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 4), want: "allowed"},
+	{name: "asker answering an intent with an approval but no type", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 6), want: "allowed"},
+	{name: "asker's username with another UID approving", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 2, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "asker's username, stamped without a UID, approving", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 3, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker in other groups approving", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 5, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "asker's username in upper case approving", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 7, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "asker's username with a trailing space approving", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 9, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "alice approving what alice asked", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 8, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "the agent's ServiceAccount approving its own Approval", ctl: fzCtl(fzReplyValidate, fzAtUser, 1, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "a person approving the agent's Approval", ctl: fzCtl(fzReplyValidate, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "a person approving the agent's PlanReview", ctl: fzCtl(fzReplyValidate, fzAtIntent, 1, fzAtGen+1, 9), want: "allowed"},
+	{name: "approving an Approval asked before askedBy existed", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 4, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "a user without a name approving a question with an empty stamp", ctl: fzCtl(fzReplyValidate, fzAtUser, 10, fzAtAskedBy, 6, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "a user without a name approving what it asked", ctl: fzCtl(fzReplyValidate, fzAtUser, 10, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8), want: "allowed"},
+	{name: "system:anonymous approving what it asked", ctl: fzCtl(fzReplyValidate, fzAtUser, 9, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "a user without a UID approving what it asked with one", ctl: fzCtl(fzReplyValidate, fzAtUser, 13, fzAtAskedBy, 2, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "a huge user approving what it asked", ctl: fzCtl(fzReplyValidate, fzAtUser, 12, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval without the answer verb", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtDeny, 2), want: string(hitlv1.CodeForbidden)},
+	{name: "self-approval naming another agent", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+3, 1), want: string(hitlv1.CodeAgentMismatch)},
+	{name: "self-approval naming the live UID", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtRefUID, 1), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval of a settled question", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtState, 3), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval with a reply queued", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtState, 7), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval with a bad batch", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 1), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval claiming to be mallory", ctl: fzCtl(fzReplyValidate, fzAtAskedBy, 1, fzAtIntent, 7, fzAtGen+1, 8, fzAtGen+2, 2), want: string(hitlv1.CodeSelfApproval)},
+	{name: "self-approval deleted", ctl: fzCtl(fzReplyValidate, fzAtOp, 4, fzAtAskedBy, 1, fzAtIntent, 7), want: "allowed"},
+
+	// Questions' askedBy: stamped from the requester on creation whatever
+	// the client sends; on update kept when left out, and the CRD refuses
+	// (NOT_OWNER) an update that changes or drops a stamped one.
+	{name: "question forging mallory as its asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 1), want: "patched"},
+	{name: "question claiming its requester as its asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 2, fzAtGen+5, 2, fzAtGen+1, 3), want: "allowed"},
+	{name: "question claiming the agent as its asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 3), want: "patched"},
+	{name: "question claiming an empty asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 4), want: "patched"},
+	{name: "question claiming a null asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 5), want: "patched"},
+	{name: "question claiming an asker with keys of another case", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 6), want: "patched"},
+	{name: "question claiming an asker that is a string", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 7), want: "400"},
+	{name: "question claiming an asker with an unknown field", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 9), want: "patched"},
+	{name: "question claiming a huge asker", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 11), want: "patched"},
+	{name: "question forging mallory, asked by a huge user", ctl: fzCtl(fzQuestionMutate, fzAtClaimed, 1, fzAtUser, 12), want: "patched"},
+	{name: "question update leaving askedBy out keeps the stamp", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtGen+1, 3), want: "patched"},
+	{name: "question update sending the stamp back", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 3, fzAtGen+1, 3), want: "allowed"},
+	{name: "question update changing askedBy to mallory", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 1), want: fzOutcomeCRDRefused},
+	{name: "question update changing askedBy to the requester", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 2, fzAtGen+1, 3), want: fzOutcomeCRDRefused},
+	{name: "question update emptying askedBy", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 4), want: fzOutcomeCRDRefused},
+	{name: "question update changing askedBy's UID", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 3, fzAtClaimed, 8, fzAtGen+1, 3), want: fzOutcomeCRDRefused},
+	{name: "question update sending a huge askedBy", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 11), want: fzOutcomeCRDRefused},
+	{name: "question update sending a null askedBy keeps the stamp", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 5, fzAtClaimed, 5, fzAtGen+1, 3), want: "patched"},
+	{name: "question update sending askedBy keys of another case, an empty askedBy", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 6, fzAtGen+1, 3), want: fzOutcomeCRDRefused},
+	{name: "question update of another question, askedBy sent back", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldSource, 3, fzAtOldStamp, 1, fzAtClaimed, 3, fzAtGen+1, 3), want: "allowed"},
+	{name: "question update, stored question of garbage", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldSource, 1, fzAtClaimed, 1), old: []byte("[]"), want: "patched"},
+	{name: "question without askedBy, update leaving it out", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 2, fzAtGen+1, 3), want: "allowed"},
+	{name: "question with a null askedBy, update leaving it out", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 4, fzAtGen+1, 3), want: "allowed"},
+	{name: "question without askedBy, update forging mallory", ctl: fzCtl(fzQuestionMutate, fzAtOp, 3, fzAtOldStamp, 2, fzAtClaimed, 1, fzAtGen+1, 3), want: fzOutcomeCRDRefused},
+
+	// Claims, defaulted: spec.holder is the requester on every create and
+	// update, whatever the client sends and whoever held it (refusing
+	// those is the claim-identity and claim-owner policies'), and the
+	// labels follow the spec.
+	{name: "claim stamped and labelled", ctl: fzCtl(fzClaimMutate), want: "patched"},
+	{name: "claim as the defaulter leaves it", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 2, fzAtGen+3, 1), want: "allowed"},
+	{name: "claim forging mallory as its holder", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 1, fzAtGen+3, 1), want: "patched"},
+	{name: "claim forging the agent as its holder", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 3), want: "patched"},
+	{name: "claim with an empty holder", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 4), want: "patched"},
+	{name: "claim with a null holder", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 5), want: "patched"},
+	{name: "claim with holder keys of another case", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 6), want: "patched"},
+	{name: "claim with a holder that is a string", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 7), want: "400"},
+	{name: "claim with the requester's name and another UID", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 8, fzAtGen+3, 1), want: "patched"},
+	{name: "claim with a holder with an unknown field", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 9), want: "patched"},
+	{name: "claim with a holder of the fuzz text", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 10), text: "system:serviceaccount:ns:coder", want: "patched"},
+	{name: "claim with a huge holder", ctl: fzCtl(fzClaimMutate, fzAtClaimed, 11), want: "patched"},
+	{name: "claim by an anonymous user", ctl: fzCtl(fzClaimMutate, fzAtUser, 9), want: "patched"},
+	{name: "claim by a user without a name", ctl: fzCtl(fzClaimMutate, fzAtUser, 10), want: "patched"},
+	{name: "claim by a huge user, forging mallory", ctl: fzCtl(fzClaimMutate, fzAtUser, 12, fzAtClaimed, 1), want: "patched"},
+	{name: "claim by a user with extra", ctl: fzCtl(fzClaimMutate, fzAtUser, 13), want: "patched"},
+	{name: "claim renewed by another than its holder, re-stamped", ctl: fzCtl(fzClaimMutate, fzAtOp, 3, fzAtOldStamp, 1, fzAtClaimed, 3, fzAtGen+3, 1), want: "patched"},
+	{name: "claim renewed by its holder", ctl: fzCtl(fzClaimMutate, fzAtOp, 3, fzAtOldStamp, 3, fzAtClaimed, 2, fzAtGen+3, 1), want: "allowed"},
+	{name: "claim renewed without a holder", ctl: fzCtl(fzClaimMutate, fzAtOp, 3, fzAtOldStamp, 2, fzAtGen+3, 1), want: "patched"},
+	{name: "claim released", ctl: fzCtl(fzClaimMutate, fzAtOp, 4, fzAtOldStamp, 1), want: "allowed"},
+	{name: "claim released, old object garbage", ctl: fzCtl(fzClaimMutate, fzAtOp, 4, fzAtOldSource, 1), old: []byte("[]"), want: "allowed"},
+	{name: "claim of another agent", ctl: fzCtl(fzClaimMutate, fzAtGen+1, 2), want: "patched"},
+	{name: "claim of an agent of the fuzz text", ctl: fzCtl(fzClaimMutate, fzAtGen+0, 4, fzAtGen+1, 4), text: "a/b\x00\xff", want: "patched"},
+	{name: "claim of a huge agent and question", ctl: fzCtl(fzClaimMutate, fzAtGen+0, 5, fzAtGen+1, 5), want: "patched"},
+	{name: "claim naming no agent", ctl: fzCtl(fzClaimMutate, fzAtGen+1, 3), want: "patched"},
+	{name: "claim naming no question, labelled empty", ctl: fzCtl(fzClaimMutate, fzAtGen+0, 3, fzAtGen+3, 4), want: "patched"},
+	{name: "claim with conflicting labels", ctl: fzCtl(fzClaimMutate, fzAtGen+3, 3), want: "patched"},
+	{name: "claim naming an earlier question's UID", ctl: fzCtl(fzClaimMutate, fzAtGen+0, 2), want: "patched"},
+	{name: "claim for zero seconds", ctl: fzCtl(fzClaimMutate, fzAtGen+4, 1), want: "patched"},
+	{name: "claim for a duration that overflows", ctl: fzCtl(fzClaimMutate, fzAtGen+4, 4), want: "400"},
+	{name: "claim for a duration that is a string", ctl: fzCtl(fzClaimMutate, fzAtGen+4, 5), want: "400"},
+	{name: "claim renewed at a time that is not one", ctl: fzCtl(fzClaimMutate, fzAtGen+5, 2), want: "400"},
+	{name: "claim with a null questionRef", ctl: fzCtl(fzClaimMutate, fzAtGen+2, 1), want: "patched"},
+	{name: "claim with a questionRef that is a string", ctl: fzCtl(fzClaimMutate, fzAtGen+2, 2), want: "400"},
+	{name: "claim with a spec that is a string", ctl: fzCtl(fzClaimMutate, fzAtGen+6, 12), text: "spec", want: "400"},
+	{name: "claim with two specs", ctl: fzCtl(fzClaimMutate, fzAtGen+6, 15), want: "patched"},
+	{name: "claim that is a reply", ctl: fzCtl(fzClaimMutate, fzAtObjSource, 6), want: "400"},
+	{name: "claim that is a Pod", ctl: fzCtl(fzClaimMutate, fzAtGen+6, 10), want: "400"},
+	{name: "claim of garbage bytes", ctl: fzCtl(fzClaimMutate, fzAtObjSource, 7), obj: []byte("\x00{not json"), want: "400"},
+	{name: "claim in a v1beta1 review", ctl: fzCtl(fzClaimMutate, fzAtMeta, 3), want: "patched"},
+	{name: "claim with a huge name and namespace", ctl: fzCtl(fzClaimMutate, fzAtMeta, 6), want: "patched"},
+	{name: "claim, connect", ctl: fzCtl(fzClaimMutate, fzAtOp, 5), want: "patched"},
+	{name: "claim body of an empty review", ctl: fzCtl(fzClaimMutate, fzAtMeta, 7), obj: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`), want: "any body"},
+
 	{name: "body of garbage", ctl: fzCtl(fzReplyMutate, fzAtMeta, 7), obj: []byte("{\"request\":"), want: "any body"},
 	{name: "body of an empty review", ctl: fzCtl(fzReplyValidate, fzAtMeta, 7), obj: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`), want: "any body"},
 	{name: "question body of an empty review", ctl: fzCtl(fzQuestionMutate, fzAtMeta, 7), obj: []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`), want: "any body"},
 }
 
-// FuzzWebhookHandlers feeds the three admission handlers (the question
-// defaulter, and the reply defaulter and feedback validator), built the
+// FuzzWebhookHandlers feeds the four admission handlers (the question
+// defaulter, the reply defaulter and feedback validator, and the claim
+// defaulter), built the
 // way ctrl.NewWebhookManagedBy builds them and served over HTTP as the
 // webhook server serves them, hostile AdmissionReviews: any operation, any
 // user, arbitrary JSON or generated objects with wrong kinds, missing or
@@ -1268,11 +1947,25 @@ var fzSeeds = []fzSeed{
 //     conflicting one, is kept) and the owner reference; a question's
 //     mutation sets only the agent label (when missing) and, on creation,
 //     spec.askedAt, and never denies (asking is the policies' to refuse);
+//   - a question's spec.askedBy is the requester on creation, whatever the
+//     client claimed; on update a left-out one is the stored one, and the
+//     CRD's rule (evaluated here as the API server evaluates it) refuses
+//     with NOT_OWNER, naming spec.askedBy, exactly the updates that change
+//     or drop a stored stamp or add one to a question that had none (asked
+//     before the stamp existed), so no caller forges one;
+//   - a claim's mutation yields spec.holder exactly the request's user, on
+//     creation and renewal, whatever the client claimed and whoever held
+//     it, the question and agent labels from the spec, and nothing else,
+//     and never denies (FORBIDDEN and NOT_OWNER on claims are the
+//     claim-identity and claim-owner policies' rules);
 //   - the reply validator allows exactly the replies SPEC §1–§3 allow: to
 //     an existing, answerable question without a queued reply, from a user
 //     who may answer its agent, without an agent label that names another
-//     agent, with a batch ValidateAnswers accepts; and a denial names the
-//     first of those rules the request breaks, in the validator's order;
+//     agent, without a spec.questionRef.uid other than the question's, not
+//     from the question's spec.askedBy when it holds an Approval or
+//     PlanReview intent, with a batch ValidateAnswers accepts; and a denial
+//     names the first of those rules the request breaks, in the
+//     validator's order, with its code and its field;
 //   - every SubjectAccessReview asks about the requesting user, for verb
 //     answer on the question's agent in its namespace, and one is sent for
 //     every reply to an existing question.
@@ -1311,14 +2004,31 @@ func TestWebhookHandlerSweep(t *testing.T) {
 	}
 	texts := []string{"", "coder", "q", "ns", "system:serviceaccount:ns:coder", "a/b", "{", "\x00\xff", `"}`, strings.Repeat("é", 300)}
 	junk := [][]byte{nil, []byte("{}"), []byte("null"), []byte(`{"kind":"QuestionReply"}`), []byte(`{"spec":{"answeredBy":"x"}}`), []byte{0xff, 0xfe}}
-	const n = 3000
+	const n = 4000
 	seen := map[string]int{}
 	for range n {
-		ctl := make([]byte, fzAtGen+8-rng.IntN(4))
+		ctl := make([]byte, fzAtEnd)
+		short := rng.IntN(4) // the last bytes left off, read as zeros
 		for i := range ctl {
 			ctl[i] = byteOf()
 		}
 		ctl[fzAtHandler] = byte(rng.IntN(fzHandlers))
+		if rng.IntN(4) == 0 {
+			// A quarter are the tenancy rules' cases: the requester
+			// answering what it asked, with an intent that needs another
+			// approver or not; an update of a stamped question that
+			// claims a stamp; a claim created or renewed claiming a holder
+			// over another.
+			switch int(ctl[fzAtHandler]) {
+			case fzReplyValidate:
+				ctl[fzAtAskedBy], ctl[fzAtIntent] = 1, byte(rng.IntN(8))
+			case fzQuestionMutate:
+				ctl[fzAtOp], ctl[fzAtOldStamp], ctl[fzAtClaimed] = 3, byte(rng.IntN(7)), byte(rng.IntN(12))
+			case fzClaimMutate:
+				ctl[fzAtOp], ctl[fzAtOldStamp], ctl[fzAtClaimed] = byte(3*rng.IntN(2)), byte(rng.IntN(7)), byte(rng.IntN(12))
+			}
+		}
+		ctl = ctl[:len(ctl)-short]
 		c := decodeWebhookCase(ctl, texts[rng.IntN(len(texts))], junk[rng.IntN(len(junk))], junk[rng.IntN(len(junk))])
 		seen[fzHandlerNames[c.handler]+": "+runWebhookCase(t, c)]++
 	}
@@ -1327,6 +2037,8 @@ func TestWebhookHandlerSweep(t *testing.T) {
 		"reply defaulter: patched", "reply defaulter: allowed", "reply defaulter: 400", "reply defaulter: 500 injected",
 		"reply validator: allowed", "reply validator: FORBIDDEN", "reply validator: AGENT_MISMATCH", "reply validator: NOT_ANSWERABLE",
 		"reply validator: REPLY_QUEUED", "reply validator: BAD_ANSWER", "reply validator: 400", "reply validator: 500 injected",
+		"reply validator: SELF_APPROVAL", "question defaulter: " + fzOutcomeCRDRefused,
+		"claim defaulter: patched", "claim defaulter: allowed", "claim defaulter: 400",
 	} {
 		if seen[want] < 5 {
 			t.Errorf("the sweep reached %q %d times; the decoder is lopsided", want, seen[want])

@@ -18,6 +18,12 @@
 //     renewal, or from a manager restart, until the next clock step;
 //   - a TTL of n seconds after finishing ends ceil(n / 30 min) slots after
 //     the slot the question finished in.
+//
+// The model also knows who is who in the namespace (the tenancy guide): the
+// one identity that asks, those who may answer, and who made each reply
+// and claim. It predicts which requests the API server's ownership and
+// identity policies refuse (NOT_OWNER, FORBIDDEN): a refused request
+// changes nothing.
 package model
 
 import (
@@ -39,9 +45,27 @@ const Slot = 30 * time.Minute
 var (
 	// ErrNotFound: the question does not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrInvalid: the CRD's validation rules refuse the update.
+	// ErrInvalid: the CRD's validation rules refuse the update. They are
+	// checked before the admission policies.
 	ErrInvalid = errors.New("invalid")
+	// ErrNotOwner: an ownership policy refuses the request (NOT_OWNER): it
+	// does not come from the question's asker, the reply's author or the
+	// claim's holder.
+	ErrNotOwner = errors.New("NOT_OWNER")
+	// ErrForbidden: an identity policy refuses the request (FORBIDDEN): its
+	// author may not answer the agent.
+	ErrForbidden = errors.New("FORBIDDEN")
 )
+
+// Tenancy says who is who in the namespace.
+type Tenancy struct {
+	// Agent is the identity that asks every question (spec.askedBy): the
+	// agent's ServiceAccount, which may also withdraw any reply to it.
+	Agent string
+	// Answerers may answer the agent (RBAC verb answer), the agent itself
+	// among them when it holds the grant.
+	Answerers []string
+}
 
 // Question is the model's view of one UserQuestion.
 type Question struct {
@@ -53,14 +77,21 @@ type Question struct {
 	DeadlineSlot int
 	// TTL is spec.ttlSecondsAfterFinished, nil when absent.
 	TTL *int32
+	// AskedBy is the identity that asked (spec.askedBy). NeedsOtherApprover
+	// is true when the ask holds an Approval or PlanReview intent, which
+	// that identity may never answer.
+	AskedBy            string
+	NeedsOtherApprover bool
 
 	State hitlv1.QuestionState
 	// ContinuedSlot is when the window closed unanswered (when Continued).
 	Continued     bool
 	ContinuedSlot int
-	// Queued names the late reply waiting for admission, queued at QueuedSlot.
+	// Queued names the late reply waiting for admission, queued at
+	// QueuedSlot; QueuedGen is which reply of that name it is.
 	Queued     string
 	QueuedSlot int
+	QueuedGen  int
 	// Settlement is set once the question is Settled.
 	Settlement *Settlement
 	// FinishedSlot is when the question became Settled or Cancelled.
@@ -76,9 +107,11 @@ type Question struct {
 
 // Settlement is how a question was settled.
 type Settlement struct {
-	// Reply settled the question at Slot; Late is true when it was a queued
-	// late reply that the agent admitted.
+	// Reply settled the question at Slot; Gen is which reply of that name
+	// it was. Late is true when it was a queued late reply that the agent
+	// admitted.
 	Reply string
+	Gen   int
 	Late  bool
 	Slot  int
 }
@@ -86,6 +119,11 @@ type Settlement struct {
 // Reply is the model's view of one QuestionReply.
 type Reply struct {
 	Name, Question string
+	// By is its author (spec.answeredBy).
+	By string
+	// Gen counts the replies made under this name: a reply re-created
+	// under a deleted reply's name is a new reply (followed by UID).
+	Gen int
 	// Valid is whether the batch follows the batch rules for its question.
 	Valid   bool
 	Outcome hitlv1.ReplyOutcome
@@ -111,8 +149,12 @@ type Model struct {
 	Slots int
 
 	Questions map[string]*Question
-	Replies   map[string]*Reply
-	Claims    map[string]*Claim
+	// Replies holds the latest reply made under each name.
+	Replies map[string]*Reply
+	Claims  map[string]*Claim
+
+	agent     string
+	answerers map[string]bool
 
 	// down is true while the manager is stopped: nothing is decided until
 	// it starts again, when it sees everything that happened meanwhile.
@@ -135,10 +177,16 @@ type shownOutcome struct {
 	reason  hitlv1.ErrorCode
 }
 
-// New returns an empty model whose fake clock starts at t0.
-func New(t0 time.Time) *Model {
-	return &Model{T0: t0, Questions: map[string]*Question{}, Replies: map[string]*Reply{}, Claims: map[string]*Claim{},
+// New returns an empty model of a namespace set up as t says, whose fake
+// clock starts at t0.
+func New(t0 time.Time, t Tenancy) *Model {
+	m := &Model{T0: t0, Questions: map[string]*Question{}, Replies: map[string]*Reply{}, Claims: map[string]*Claim{},
+		agent: t.Agent, answerers: map[string]bool{},
 		Seen: map[string]int{}, held: map[string]bool{}, shown: map[string]shownOutcome{}}
+	for _, a := range t.Answerers {
+		m.answerers[a] = true
+	}
+	return m
 }
 
 // At is the fake time of a slot.
@@ -176,12 +224,16 @@ type Ask struct {
 	// Timeout is spec.timeout, nil for a blocking question.
 	Timeout *time.Duration
 	TTL     *int32
+	// NeedsOtherApprover is true when the ask holds an Approval or
+	// PlanReview intent.
+	NeedsOtherApprover bool
 }
 
-// Ask records a new question. A timed question whose window has already
-// closed, with no live claim, is Continued at once.
+// Ask records a new question, asked by the tenancy's agent. A timed
+// question whose window has already closed, with no live claim, is
+// Continued at once.
 func (m *Model) Ask(a Ask) *Question {
-	q := &Question{Name: a.Name, TTL: a.TTL, State: hitlv1.StateOpen}
+	q := &Question{Name: a.Name, TTL: a.TTL, State: hitlv1.StateOpen, AskedBy: m.agent, NeedsOtherApprover: a.NeedsOtherApprover}
 	if a.Timeout != nil {
 		q.Timed = true
 		q.Deadline = WindowStart(a.Created, a.AskedAt).Add(*a.Timeout)
@@ -193,69 +245,95 @@ func (m *Model) Ask(a Ask) *Question {
 	return q
 }
 
+// Sent is a reply as its author creates it.
+type Sent struct {
+	Name, Question string
+	// By is the author, as admission stamps it.
+	By string
+	// Valid is whether the batch follows the batch rules for its question.
+	Valid bool
+	// Labelled is true when the reply names its agent (label
+	// hitl.dev/agent), as kubectl hitl and the answerer SDK send it.
+	Labelled bool
+}
+
 // Reply records a new reply to the named question, which may be missing,
-// and gives it its outcome (SPEC §1, Replies).
-func (m *Model) Reply(name, question string, valid bool) *Reply {
-	r := &Reply{Name: name, Question: question, Valid: valid}
-	m.Replies[name] = r
-	q := m.question(question)
+// and gives it its outcome (SPEC §1, Replies). A reply that names its
+// agent is refused at admission when its author may not answer it
+// (ErrForbidden), and nothing is recorded. A reply under the name of a
+// deleted one is a new reply, judged afresh.
+//
+// The controller judges a reply first for what it is, then for the
+// question's state: a reply to a missing question is NOT_ANSWERABLE
+// (nothing to check it against); one whose author may not answer the agent
+// is FORBIDDEN (SPEC §3); one from the question's asker to a question with
+// an Approval or PlanReview intent is SELF_APPROVAL; only then come the
+// state, the queued reply and the batch rules.
+func (m *Model) Reply(s Sent) (*Reply, error) {
+	if s.Labelled && !m.answerers[s.By] {
+		return nil, ErrForbidden
+	}
+	r := &Reply{Name: s.Name, Question: s.Question, By: s.By, Gen: 1, Valid: s.Valid}
+	if was := m.Replies[s.Name]; was != nil {
+		r.Gen = was.Gen + 1
+		m.Seen["replies re-created under a deleted reply's name"]++
+		switch was.Outcome {
+		case hitlv1.OutcomeApplied, hitlv1.OutcomeAdmitted:
+			m.Seen["replies re-created under the name of one that settled its question"]++
+		case hitlv1.OutcomeQueued:
+			m.Seen["replies re-created under the name of a withdrawn queued reply"]++
+		}
+	}
+	m.Replies[s.Name] = r
+	q := m.question(s.Question)
 	switch {
 	case q == nil:
 		m.reject(r, hitlv1.CodeNotAnswerable, "missing question")
+	case !m.answerers[s.By]:
+		m.reject(r, hitlv1.CodeForbidden, "the author may not answer the agent")
+	case s.By == q.AskedBy && q.NeedsOtherApprover:
+		m.reject(r, hitlv1.CodeSelfApproval, "the asker answers its own "+string(q.State)+" question")
 	case q.State == hitlv1.StateSettled || q.State == hitlv1.StateCancelled:
 		m.reject(r, hitlv1.CodeNotAnswerable, "question "+string(q.State))
 	case q.State == hitlv1.StateContinued && q.Queued != "":
 		m.reject(r, hitlv1.CodeReplyQueued, "already queued: "+q.Queued)
-	case !valid:
+	case !s.Valid:
 		m.reject(r, hitlv1.CodeBadAnswer, "bad batch")
 	case q.State == hitlv1.StateContinued:
-		q.Queued, q.QueuedSlot = name, m.Slots
+		q.Queued, q.QueuedSlot, q.QueuedGen = s.Name, m.Slots, r.Gen
 		r.Outcome = hitlv1.OutcomeQueued
 		m.Seen["queued"]++
-		m.logf("reply %s: Queued on %s", name, question)
+		m.logf("reply %s: Queued on %s", s.Name, s.Question)
 	default: // Open
-		m.settleWith(q, name, false)
+		m.settleWith(q, s.Name, false)
 		r.Outcome = hitlv1.OutcomeApplied
 		m.Seen["settled in window"]++
-		if m.held[question] {
+		if m.held[s.Question] {
 			m.Seen["settled in a held window past the deadline"]++
 		}
-		m.logf("reply %s: Applied, %s Settled in window", name, question)
+		m.logf("reply %s: Applied, %s Settled in window", s.Name, s.Question)
 	}
 	m.settle()
-	return r
+	return r, nil
 }
 
-// OutsiderReply records a new reply from a user who may not answer the
-// agent: a reply to a missing question is NOT_ANSWERABLE (nothing to check
-// it against), any other is FORBIDDEN and changes nothing (SPEC §3).
-func (m *Model) OutsiderReply(name, question string) *Reply {
-	r := &Reply{Name: name, Question: question}
-	m.Replies[name] = r
-	if m.question(question) == nil {
-		m.reject(r, hitlv1.CodeNotAnswerable, "missing question")
-	} else {
-		m.reject(r, hitlv1.CodeForbidden, "the author may not answer the agent")
-	}
-	m.settle()
-	return r
-}
-
-// Admit sets spec.admittedReply on a question. The API server refuses a
-// name other than the queued reply's, and any change once it is set.
-func (m *Model) Admit(question, reply string) error {
+// Admit sets spec.admittedReply on a question, as by. The API server
+// refuses a name other than the queued reply's, and any change once it is
+// set (the CRD's rules, checked first); then anyone but the asker
+// (NOT_OWNER).
+func (m *Model) Admit(question, reply, by string) error {
 	q := m.question(question)
 	if q == nil {
 		return ErrNotFound
 	}
-	if q.Admitted != "" {
-		if q.Admitted == reply {
-			return nil // unchanged: accepted, nothing happens
-		}
+	if q.Admitted != "" && q.Admitted != reply || q.Admitted == "" && q.Queued != reply {
 		return ErrInvalid
 	}
-	if q.Queued == "" || q.Queued != reply {
-		return ErrInvalid
+	if by != q.AskedBy {
+		return ErrNotOwner
+	}
+	if q.Admitted != "" {
+		return nil // unchanged: accepted, nothing happens
 	}
 	q.Admitted = reply
 	m.settleWith(q, reply, true)
@@ -267,13 +345,17 @@ func (m *Model) Admit(question, reply string) error {
 	return nil
 }
 
-// Cancel sets spec.cancelled on a question. An Open or Continued question
-// is Cancelled, and a queued reply is then Rejected with NOT_ANSWERABLE;
-// a Settled or Cancelled question does not change.
-func (m *Model) Cancel(question string) error {
+// Cancel sets spec.cancelled on a question, as by; anyone but the asker is
+// refused (NOT_OWNER). An Open or Continued question is Cancelled, and a
+// queued reply is then Rejected with NOT_ANSWERABLE; a Settled or
+// Cancelled question does not change.
+func (m *Model) Cancel(question, by string) error {
 	q := m.question(question)
 	if q == nil {
 		return ErrNotFound
+	}
+	if by != q.AskedBy {
+		return ErrNotOwner
 	}
 	q.Cancelled = true
 	if q.State == hitlv1.StateOpen || q.State == hitlv1.StateContinued {
@@ -291,13 +373,31 @@ func (m *Model) Cancel(question string) error {
 	return nil
 }
 
-// DeleteReply deletes a reply. Deleting the queued reply withdraws it: the
-// question stays Continued and answerable. Deleting any other changes
-// nothing.
-func (m *Model) DeleteReply(name string) {
+// Relabel changes a question's metadata (a label), as by: anyone but the
+// asker is refused (NOT_OWNER). The model keeps no metadata: an accepted
+// change changes nothing it predicts.
+func (m *Model) Relabel(question, by string) error {
+	q := m.question(question)
+	if q == nil {
+		return ErrNotFound
+	}
+	if by != q.AskedBy {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// DeleteReply deletes a reply, as by: only its author, or the identity
+// that may ask as the agent it names, may (NOT_OWNER). Deleting the queued
+// reply withdraws it: the question stays Continued and answerable.
+// Deleting any other changes nothing.
+func (m *Model) DeleteReply(name, by string) error {
 	r := m.Replies[name]
 	if r == nil || r.Deleted {
-		return
+		return ErrNotFound
+	}
+	if by != r.By && by != m.agent {
+		return ErrNotOwner
 	}
 	r.Deleted = true
 	if was, ok := m.shown[name]; ok && m.down {
@@ -311,28 +411,50 @@ func (m *Model) DeleteReply(name string) {
 		m.logf("withdraw %s from %s", name, q.Name)
 	}
 	m.settle()
+	return nil
 }
 
 // Claim records a new QuestionClaim on a question, which may be missing,
-// held by holder (the user admission stamps).
-func (m *Model) Claim(name, question, holder string) {
+// held by holder (the user admission stamps). Only those who may answer
+// the agent claim (FORBIDDEN), whatever the question.
+func (m *Model) Claim(name, question, holder string) error {
+	if !m.answerers[holder] {
+		return ErrForbidden
+	}
 	m.Claims[name] = &Claim{Name: name, Question: question, Holder: holder, Live: true}
 	m.settle()
+	return nil
 }
 
-// Renew records a renewal of a claim.
-func (m *Model) Renew(name string) {
-	if c := m.Claims[name]; c != nil {
-		c.Live = true
+// Renew records a renewal of a claim, as by: only its holder renews it
+// (NOT_OWNER).
+func (m *Model) Renew(name, by string) error {
+	c := m.Claims[name]
+	if c == nil {
+		return ErrNotFound
 	}
+	if by != c.Holder {
+		return ErrNotOwner
+	}
+	c.Live = true
 	m.settle()
+	return nil
 }
 
-// Unclaim records the deletion of a claim. When it was the last live claim
-// of a question whose window has closed, the question becomes Continued.
-func (m *Model) Unclaim(name string) {
+// Unclaim records the deletion of a claim, as by: only its holder releases
+// it (NOT_OWNER). When it was the last live claim of a question whose
+// window has closed, the question becomes Continued.
+func (m *Model) Unclaim(name, by string) error {
+	c := m.Claims[name]
+	if c == nil {
+		return ErrNotFound
+	}
+	if by != c.Holder {
+		return ErrNotOwner
+	}
 	delete(m.Claims, name)
 	m.settle()
+	return nil
 }
 
 // Step moves the fake clock by k slots. Every claim expires.
@@ -423,7 +545,7 @@ func (m *Model) question(name string) *Question {
 
 func (m *Model) settleWith(q *Question, reply string, late bool) {
 	q.State = hitlv1.StateSettled
-	q.Settlement = &Settlement{Reply: reply, Late: late, Slot: m.Slots}
+	q.Settlement = &Settlement{Reply: reply, Gen: m.Replies[reply].Gen, Late: late, Slot: m.Slots}
 	q.FinishedSlot = m.Slots
 	q.Queued = ""
 }

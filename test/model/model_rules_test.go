@@ -13,6 +13,29 @@ import (
 
 var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
+// The namespace of these scenarios: bot asks; alice and bob answer, and so
+// does bot itself (a grant bound by mistake); mallory may not.
+const bot, alice, bob, mallory = "bot", "alice", "bob", "mallory"
+
+func newModel() *Model {
+	return New(t0, Tenancy{Agent: bot, Answerers: []string{alice, bob, bot}})
+}
+
+// reply is alice's reply, as the answerer SDK sends it.
+func reply(t *testing.T, m *Model, name, question string, valid bool) {
+	t.Helper()
+	if _, err := m.Reply(Sent{Name: name, Question: question, By: alice, Valid: valid, Labelled: true}); err != nil {
+		t.Fatalf("reply %s: %v", name, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func timed(m *Model, name string, timeout time.Duration) *Question {
 	created := t0.Add(3 * time.Second) // a few seconds of real time after T0
 	return m.Ask(Ask{Name: name, Created: created, Timeout: &timeout})
@@ -33,7 +56,7 @@ func expectOutcome(t *testing.T, m *Model, name string, outcome hitlv1.ReplyOutc
 }
 
 func TestWindowCloses(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	q := timed(m, "q", time.Hour)
 	if q.DeadlineSlot != 3 {
 		t.Fatalf("deadline slot %d, want 3: T0+3s+1h lies in the third slot", q.DeadlineSlot)
@@ -54,19 +77,19 @@ func TestWindowCloses(t *testing.T) {
 }
 
 func TestLateReplyQueuesAndIsAdmitted(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	timed(m, "q", time.Hour)
 	m.Step(3)
-	m.Reply("r1", "q", false)
+	reply(t, m, "r1", "q", false)
 	expectOutcome(t, m, "r1", hitlv1.OutcomeRejected, hitlv1.CodeBadAnswer)
-	m.Reply("r2", "q", true)
+	reply(t, m, "r2", "q", true)
 	expectOutcome(t, m, "r2", hitlv1.OutcomeQueued, "")
-	m.Reply("r3", "q", false)
+	reply(t, m, "r3", "q", false)
 	expectOutcome(t, m, "r3", hitlv1.OutcomeRejected, hitlv1.CodeReplyQueued)
-	if err := m.Admit("q", "r3"); err != ErrInvalid {
+	if err := m.Admit("q", "r3", bot); err != ErrInvalid {
 		t.Fatalf("admitting a reply that is not queued: %v", err)
 	}
-	if err := m.Admit("q", "r2"); err != nil {
+	if err := m.Admit("q", "r2", bot); err != nil {
 		t.Fatal(err)
 	}
 	expectState(t, m, "q", hitlv1.StateSettled)
@@ -74,27 +97,27 @@ func TestLateReplyQueuesAndIsAdmitted(t *testing.T) {
 	if s := m.Questions["q"].Settlement; s.Reply != "r2" || !s.Late {
 		t.Fatalf("settlement %+v", s)
 	}
-	if err := m.Admit("q", "r2"); err != nil {
+	if err := m.Admit("q", "r2", bot); err != nil {
 		t.Fatal("setting the same admittedReply again is no change")
 	}
-	m.DeleteReply("r2")
+	must(t, m.DeleteReply("r2", alice))
 	expectState(t, m, "q", hitlv1.StateSettled)
-	m.Reply("r4", "q", true)
+	reply(t, m, "r4", "q", true)
 	expectOutcome(t, m, "r4", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
 }
 
 func TestWithdrawnReplyLeavesTheQuestionAnswerable(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	timed(m, "q", time.Hour)
 	m.Step(3)
-	m.Reply("r1", "q", true)
-	m.DeleteReply("r1")
+	reply(t, m, "r1", "q", true)
+	must(t, m.DeleteReply("r1", alice))
 	if m.Questions["q"].Queued != "" {
 		t.Fatal("the withdrawn reply is still queued")
 	}
-	m.Reply("r2", "q", true)
+	reply(t, m, "r2", "q", true)
 	expectOutcome(t, m, "r2", hitlv1.OutcomeQueued, "")
-	if err := m.Cancel("q"); err != nil {
+	if err := m.Cancel("q", bot); err != nil {
 		t.Fatal(err)
 	}
 	expectState(t, m, "q", hitlv1.StateCancelled)
@@ -103,37 +126,37 @@ func TestWithdrawnReplyLeavesTheQuestionAnswerable(t *testing.T) {
 }
 
 func TestClaimsHoldTheWindow(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	m.Step(4)
-	m.Claim("c1", "q", "alice")
+	must(t, m.Claim("c1", "q", "alice"))
 	q := timed(m, "q", time.Hour) // deadline slot 3: already past
 	expectState(t, m, "q", hitlv1.StateOpen)
 	if got := m.ListedClaims("q"); len(got) != 1 || got[0].Holder != "alice" {
 		t.Fatalf("listed %v", got)
 	}
-	m.Unclaim("c1")
+	must(t, m.Unclaim("c1", alice))
 	expectState(t, m, "q", hitlv1.StateContinued)
 	if q.ContinuedSlot != 4 {
 		t.Fatalf("continued at slot %d, want 4: at once", q.ContinuedSlot)
 	}
 
 	timed(m, "p", time.Hour)
-	m.Claim("c2", "p", "bob")
+	must(t, m.Claim("c2", "p", "bob"))
 	m.Step(1)
 	if len(m.ListedClaims("p")) != 0 {
 		t.Fatal("a claim outlived a clock step")
 	}
-	m.Renew("c2")
+	must(t, m.Renew("c2", bob))
 	if len(m.ListedClaims("p")) != 1 {
 		t.Fatal("a renewal did not make the claim live")
 	}
 }
 
 func TestRestartRenewsClaimsAndDecidesWhatCameDue(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	timed(m, "held", time.Hour)
 	timed(m, "free", time.Hour)
-	m.Claim("c1", "held", "alice")
+	must(t, m.Claim("c1", "held", "alice"))
 	m.Stop()
 	m.Step(5)
 	expectState(t, m, "free", hitlv1.StateOpen) // nobody decides while down
@@ -146,20 +169,20 @@ func TestRestartRenewsClaimsAndDecidesWhatCameDue(t *testing.T) {
 }
 
 func TestTTL(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	zero, half := int32(0), int32(1800)
 	m.Ask(Ask{Name: "now", Created: t0.Add(time.Second), TTL: &zero})
 	m.Ask(Ask{Name: "later", Created: t0.Add(time.Second), TTL: &half})
-	m.Reply("r1", "now", true)
+	reply(t, m, "r1", "now", true)
 	expectOutcome(t, m, "r1", hitlv1.OutcomeApplied, "")
 	if !m.Questions["now"].Deleted || !m.Replies["r1"].Deleted {
 		t.Fatal("TTL 0 deletes the question and its replies once settled")
 	}
-	m.Claim("c1", "later", "alice")
-	if err := m.Cancel("later"); err != nil {
+	must(t, m.Claim("c1", "later", "alice"))
+	if err := m.Cancel("later", bot); err != nil {
 		t.Fatal(err)
 	}
-	m.Reply("r2", "later", true)
+	reply(t, m, "r2", "later", true)
 	expectOutcome(t, m, "r2", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
 	if m.Questions["later"].Deleted {
 		t.Fatal("deleted before its TTL")
@@ -168,9 +191,9 @@ func TestTTL(t *testing.T) {
 	if !m.Questions["later"].Deleted || !m.Replies["r2"].Deleted || m.Claims["c1"] != nil {
 		t.Fatal("TTL 1800 s deletes the question, its replies and its claims at the next step")
 	}
-	m.Reply("r3", "later", true)
+	reply(t, m, "r3", "later", true)
 	expectOutcome(t, m, "r3", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
-	if err := m.Cancel("later"); err != ErrNotFound {
+	if err := m.Cancel("later", bot); err != ErrNotFound {
 		t.Fatal("a deleted question is not found")
 	}
 }
@@ -196,21 +219,21 @@ func TestWindowStart(t *testing.T) {
 // showed: the manager never saw it to write the new one. The question still
 // settles (or is cancelled) as if the reply had stayed.
 func TestAReplyDeletedWhileTheManagerIsDownKeepsTheOutcomeItShowed(t *testing.T) {
-	m := New(t0)
+	m := newModel()
 	timed(m, "q", time.Hour)
 	timed(m, "c", time.Hour)
 	m.Step(3)
-	m.Reply("r1", "q", true)
-	m.Reply("r2", "c", true)
+	reply(t, m, "r1", "q", true)
+	reply(t, m, "r2", "c", true)
 	m.Stop()
-	if err := m.Admit("q", "r1"); err != nil {
+	if err := m.Admit("q", "r1", bot); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Cancel("c"); err != nil {
+	if err := m.Cancel("c", bot); err != nil {
 		t.Fatal(err)
 	}
-	m.DeleteReply("r1")
-	m.DeleteReply("r2")
+	must(t, m.DeleteReply("r1", alice))
+	must(t, m.DeleteReply("r2", alice))
 	m.Start()
 	expectOutcome(t, m, "r1", hitlv1.OutcomeQueued, "")
 	expectOutcome(t, m, "r2", hitlv1.OutcomeQueued, "")
@@ -220,10 +243,154 @@ func TestAReplyDeletedWhileTheManagerIsDownKeepsTheOutcomeItShowed(t *testing.T)
 	// Once the manager runs, a deletion after admission changes nothing.
 	timed(m, "q2", time.Hour)
 	m.Step(3)
-	m.Reply("r3", "q2", true)
-	if err := m.Admit("q2", "r3"); err != nil {
+	reply(t, m, "r3", "q2", true)
+	if err := m.Admit("q2", "r3", bot); err != nil {
 		t.Fatal(err)
 	}
-	m.DeleteReply("r3")
+	must(t, m.DeleteReply("r3", alice))
 	expectOutcome(t, m, "r3", hitlv1.OutcomeAdmitted, "")
+}
+
+// The tenancy guide's attacks, each refused with its code and changing
+// nothing.
+
+func TestOnlyTheAskerChangesItsQuestion(t *testing.T) {
+	m := newModel()
+	timed(m, "q", time.Hour)
+	m.Step(3)
+	reply(t, m, "r1", "q", true)
+	for _, err := range []error{m.Cancel("q", alice), m.Relabel("q", "builder"), m.Admit("q", "r1", "builder")} {
+		if err != ErrNotOwner {
+			t.Fatalf("a change by another identity: %v, want NOT_OWNER", err)
+		}
+	}
+	if err := m.Admit("q", "never-sent", "builder"); err != ErrInvalid {
+		t.Fatalf("naming a reply that is not queued: %v, want the CRD's refusal, checked first", err)
+	}
+	expectState(t, m, "q", hitlv1.StateContinued)
+	expectOutcome(t, m, "r1", hitlv1.OutcomeQueued, "")
+	if q := m.Questions["q"]; q.Cancelled || q.Admitted != "" {
+		t.Fatalf("the refused changes changed the spec: %+v", q)
+	}
+	must(t, m.Relabel("q", bot))
+	must(t, m.Admit("q", "r1", bot))
+	expectState(t, m, "q", hitlv1.StateSettled)
+	if err := m.Cancel("gone", bot); err != ErrNotFound {
+		t.Fatalf("cancelling a missing question: %v", err)
+	}
+}
+
+func TestOnlyTheAuthorOrTheAgentWithdrawsAReply(t *testing.T) {
+	m := newModel()
+	timed(m, "q", time.Hour)
+	m.Step(3)
+	reply(t, m, "r1", "q", true)
+	for _, by := range []string{bob, mallory} {
+		if err := m.DeleteReply("r1", by); err != ErrNotOwner {
+			t.Fatalf("%s withdrawing alice's reply: %v, want NOT_OWNER", by, err)
+		}
+	}
+	if m.Questions["q"].Queued != "r1" || m.Replies["r1"].Deleted {
+		t.Fatal("a refused withdrawal withdrew the reply")
+	}
+	must(t, m.DeleteReply("r1", bot))
+	if m.Questions["q"].Queued != "" {
+		t.Fatal("the agent's withdrawal left the reply queued")
+	}
+	if err := m.DeleteReply("r1", alice); err != ErrNotFound {
+		t.Fatalf("deleting a deleted reply: %v", err)
+	}
+}
+
+func TestAReplyReCreatedUnderADeletedNameIsJudgedAfresh(t *testing.T) {
+	m := newModel()
+	m.Ask(Ask{Name: "q", Created: t0.Add(time.Second)})
+	reply(t, m, "r1", "q", true)
+	must(t, m.DeleteReply("r1", alice))
+	if _, err := m.Reply(Sent{Name: "r1", Question: "q", By: bob, Valid: true, Labelled: true}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, m, "r1", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	if s := m.Questions["q"].Settlement; s.Reply != "r1" || s.Gen != 1 || m.Replies["r1"].Gen != 2 {
+		t.Fatalf("the settlement follows the first r1: %+v, reply gen %d", s, m.Replies["r1"].Gen)
+	}
+
+	timed(m, "p", time.Hour)
+	m.Step(3)
+	reply(t, m, "r2", "p", true)
+	must(t, m.DeleteReply("r2", alice))
+	reply(t, m, "r2", "p", true)
+	expectOutcome(t, m, "r2", hitlv1.OutcomeQueued, "")
+	if q := m.Questions["p"]; q.Queued != "r2" || q.QueuedGen != 2 {
+		t.Fatalf("queued %s gen %d, want the second r2", q.Queued, q.QueuedGen)
+	}
+	must(t, m.DeleteReply("r2", alice))
+
+	// The outsider: refused at admission when the reply names its agent,
+	// FORBIDDEN by the controller when it does not.
+	if _, err := m.Reply(Sent{Name: "r2", Question: "p", By: mallory, Valid: true, Labelled: true}); err != ErrForbidden {
+		t.Fatalf("the outsider's labelled reply: %v, want FORBIDDEN at admission", err)
+	}
+	if !m.Replies["r2"].Deleted {
+		t.Fatal("a refused reply was recorded")
+	}
+	if _, err := m.Reply(Sent{Name: "r2", Question: "p", By: mallory, Valid: true}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, m, "r2", hitlv1.OutcomeRejected, hitlv1.CodeForbidden)
+	expectState(t, m, "p", hitlv1.StateContinued)
+	if m.Questions["p"].Queued != "" {
+		t.Fatal("the outsider's reply was queued")
+	}
+}
+
+func TestTheAskerNeverAnswersItsOwnApproval(t *testing.T) {
+	m := newModel()
+	m.Ask(Ask{Name: "approve", Created: t0.Add(time.Second), NeedsOtherApprover: true})
+	m.Ask(Ask{Name: "plain", Created: t0.Add(time.Second)})
+	for _, name := range []string{"s1", "s2"} {
+		if _, err := m.Reply(Sent{Name: name, Question: "approve", By: bot, Valid: name == "s1", Labelled: true}); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcome(t, m, name, hitlv1.OutcomeRejected, hitlv1.CodeSelfApproval)
+	}
+	expectState(t, m, "approve", hitlv1.StateOpen)
+	if _, err := m.Reply(Sent{Name: "s3", Question: "plain", By: bot, Valid: true, Labelled: true}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, m, "s3", hitlv1.OutcomeApplied, "")
+
+	// Judged before the question's state: settled, it is still SELF_APPROVAL.
+	reply(t, m, "r1", "approve", true)
+	expectState(t, m, "approve", hitlv1.StateSettled)
+	if _, err := m.Reply(Sent{Name: "s4", Question: "approve", By: bot, Valid: true, Labelled: true}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, m, "s4", hitlv1.OutcomeRejected, hitlv1.CodeSelfApproval)
+}
+
+func TestOnlyAnswerersClaimAndOnlyTheHolderRenewsOrReleases(t *testing.T) {
+	m := newModel()
+	timed(m, "q", time.Hour)
+	if err := m.Claim("c1", "q", mallory); err != ErrForbidden {
+		t.Fatalf("the outsider's claim: %v, want FORBIDDEN", err)
+	}
+	if m.Claims["c1"] != nil {
+		t.Fatal("a refused claim was recorded")
+	}
+	must(t, m.Claim("c2", "q", alice))
+	m.Step(3)
+	expectState(t, m, "q", hitlv1.StateContinued) // c2 expired at the step
+	if err := m.Renew("c2", bob); err != ErrNotOwner {
+		t.Fatalf("bob renewing alice's claim: %v, want NOT_OWNER", err)
+	}
+	if err := m.Unclaim("c2", bob); err != ErrNotOwner {
+		t.Fatalf("bob releasing alice's claim: %v, want NOT_OWNER", err)
+	}
+	if c := m.Claims["c2"]; c == nil || c.Live {
+		t.Fatalf("the refused renewal changed the claim: %+v", c)
+	}
+	if err := m.Renew("c3", alice); err != ErrNotFound {
+		t.Fatalf("renewing a missing claim: %v", err)
+	}
 }

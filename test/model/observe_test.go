@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,6 +32,8 @@ type sent struct {
 // on each version as it arrives.
 type recorder struct {
 	t0 time.Time
+	// users are the usernames of the model's identities.
+	users map[string]string
 
 	mu            sync.Mutex
 	questions     map[string]*hitlv1.UserQuestion
@@ -40,9 +43,13 @@ type recorder struct {
 	// lost are objects that went while a watch was being restarted: their
 	// last version is unknown.
 	lost map[string]bool
-	// sent holds every reply the test created; testDeleted the replies
-	// the test itself deleted.
-	sent        map[string]sent
+	// sent holds every reply the test created, by UID, and sending the
+	// one being created under each name until its UID is known; uids are
+	// the UIDs of the replies made under each name, in order. testDeleted
+	// are the names whose last reply the test itself deleted.
+	sent        map[types.UID]sent
+	sending     map[string]sent
+	uids        map[string][]types.UID
 	testDeleted map[string]bool
 
 	violations []string
@@ -52,11 +59,11 @@ type recorder struct {
 	listed            map[string]bool
 }
 
-func newRecorder(t0 time.Time) *recorder {
-	return &recorder{t0: t0,
+func newRecorder(t0 time.Time, users map[string]string) *recorder {
+	return &recorder{t0: t0, users: users, sending: map[string]sent{}, uids: map[string][]types.UID{},
 		questions: map[string]*hitlv1.UserQuestion{}, replies: map[string]*hitlv1.QuestionReply{},
 		goneQuestions: map[string]*hitlv1.UserQuestion{}, goneReplies: map[string]*hitlv1.QuestionReply{},
-		lost: map[string]bool{}, listed: map[string]bool{}, sent: map[string]sent{}, testDeleted: map[string]bool{}}
+		lost: map[string]bool{}, listed: map[string]bool{}, sent: map[types.UID]sent{}, testDeleted: map[string]bool{}}
 }
 
 // start watches questions and replies in ns until ctx ends. It returns
@@ -242,7 +249,7 @@ func (r *recorder) checkQuestion(prev, q *hitlv1.UserQuestion, deleted bool) {
 		if st.State != hitlv1.StateContinued {
 			r.violate("%s: a queued reply on a question that is not Continued", at)
 		}
-		if s, ok := r.sent[st.QueuedReply.Name]; !ok || !sameAnswers(s.answers, st.QueuedReply.Answers) {
+		if s, ok := r.batch(st.QueuedReply.Name, st.QueuedReply.UID); !ok || !sameAnswers(s.answers, st.QueuedReply.Answers) {
 			r.violate("%s: queued answers %v are not reply %s's batch", at, st.QueuedReply.Answers, st.QueuedReply.Name)
 		}
 	}
@@ -252,7 +259,7 @@ func (r *recorder) checkQuestion(prev, q *hitlv1.UserQuestion, deleted bool) {
 		if st.State != hitlv1.StateSettled {
 			r.violate("%s: a settlement on a question that is not Settled", at)
 		}
-		if b, ok := r.sent[s.Reply]; !ok || !sameAnswers(b.answers, st.Answers) {
+		if b, ok := r.batch(s.Reply, s.ReplyUID); !ok || !sameAnswers(b.answers, st.Answers) {
 			r.violate("%s: answers %v are not the batch of reply %s", at, st.Answers, s.Reply)
 		}
 		if s.Late != (st.ContinuedAt != nil) {
@@ -378,7 +385,7 @@ func (r *recorder) compare(m *model.Model) []string {
 				continue
 			}
 			if !r.lost["uq/"+name] {
-				diffs = append(diffs, questionDiff(m, want, gone, "last version before deletion: ")...)
+				diffs = append(diffs, r.questionDiff(m, want, gone, "last version before deletion: ")...)
 			}
 			continue
 		}
@@ -386,7 +393,7 @@ func (r *recorder) compare(m *model.Model) []string {
 			add("question %s: missing, want %s", name, want.State)
 			continue
 		}
-		diffs = append(diffs, questionDiff(m, want, got, "")...)
+		diffs = append(diffs, r.questionDiff(m, want, got, "")...)
 	}
 	for name := range r.questions {
 		if _, known := m.Questions[name]; !known {
@@ -429,8 +436,18 @@ func (r *recorder) compare(m *model.Model) []string {
 	return diffs
 }
 
-// questionDiff compares one question with the model's prediction.
-func questionDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion, prefix string) []string {
+// freshDiff compares a question from a fresh list with the model's
+// prediction.
+func (r *recorder) freshDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.questionDiff(m, want, got, "fresh list: ")
+}
+
+// questionDiff compares one question with the model's prediction: its
+// state and status, what its agent wrote in its spec (and nobody else
+// could), and the UIDs of the replies it follows. The caller holds r.mu.
+func (r *recorder) questionDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion, prefix string) []string {
 	var diffs []string
 	add := func(format string, args ...any) {
 		diffs = append(diffs, fmt.Sprintf("question %s: %s", want.Name, prefix)+fmt.Sprintf(format, args...))
@@ -464,6 +481,8 @@ func questionDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion
 		add("queued reply %s, want %s", st.QueuedReply.Name, want.Queued)
 	case want.Queued != "" && !st.QueuedReply.QueuedAt.Time.Equal(m.At(want.QueuedSlot)):
 		add("queuedAt %s, want %s (slot %d)", st.QueuedReply.QueuedAt.Time, m.At(want.QueuedSlot), want.QueuedSlot)
+	case want.Queued != "" && st.QueuedReply.UID != r.uid(want.Queued, want.QueuedGen):
+		add("queued reply %s has UID %s, want %s (reply %d of that name)", want.Queued, st.QueuedReply.UID, r.uid(want.Queued, want.QueuedGen), want.QueuedGen)
 	}
 	switch s := st.Settlement; {
 	case want.Settlement == nil && s != nil:
@@ -477,9 +496,22 @@ func questionDiff(m *model.Model, want *model.Question, got *hitlv1.UserQuestion
 		if wantAt := m.At(want.Settlement.Slot); !s.At.Time.Equal(wantAt) {
 			add("settled at %s, want %s (slot %d)", s.At.Time, wantAt, want.Settlement.Slot)
 		}
+		if uid := r.uid(want.Settlement.Reply, want.Settlement.Gen); s.ReplyUID != uid {
+			add("settled by reply UID %s, want %s (reply %d of name %s)", s.ReplyUID, uid, want.Settlement.Gen, s.Reply)
+		}
 	}
 	if want.Settlement == nil && len(st.Answers) > 0 {
 		add("answers %v, want none", st.Answers)
+	}
+	spec := &got.Spec
+	if spec.Cancelled != want.Cancelled || spec.AdmittedReply != want.Admitted {
+		add("spec.cancelled %v and spec.admittedReply %q, want %v and %q", spec.Cancelled, spec.AdmittedReply, want.Cancelled, want.Admitted)
+	}
+	if asker := r.users[want.AskedBy]; spec.AskedBy == nil || spec.AskedBy.Username != asker {
+		add("spec.askedBy %v, want %s", spec.AskedBy, asker)
+	}
+	if by, taken := got.Labels[takenLabel]; taken {
+		add("labelled %s=%s by an identity that did not ask it", takenLabel, by)
 	}
 	if gotClaims, wantClaims := st.Claims, m.ListedClaims(want.Name); !want.Deleted && !equality.Semantic.DeepEqual(normClaims(gotClaims), normClaims(wantClaims)) {
 		add("claims %v, want %v", gotClaims, wantClaims)
@@ -504,12 +536,12 @@ func (r *recorder) settledBy() []string {
 	var diffs []string
 	for name, q := range r.questions {
 		if s := q.Status.Settlement; s != nil {
-			if b := r.sent[s.Reply]; s.AnsweredBy == nil || s.AnsweredBy.Username != b.by {
+			if b, _ := r.batch(s.Reply, s.ReplyUID); s.AnsweredBy == nil || s.AnsweredBy.Username != b.by {
 				diffs = append(diffs, fmt.Sprintf("question %s: settlement.answeredBy %v, want %s", name, s.AnsweredBy, b.by))
 			}
 		}
 		if qr := q.Status.QueuedReply; qr != nil {
-			if b := r.sent[qr.Name]; qr.AnsweredBy == nil || qr.AnsweredBy.Username != b.by {
+			if b, _ := r.batch(qr.Name, qr.UID); qr.AnsweredBy == nil || qr.AnsweredBy.Username != b.by {
 				diffs = append(diffs, fmt.Sprintf("question %s: queuedReply.answeredBy %v, want %s", name, qr.AnsweredBy, b.by))
 			}
 		}
@@ -526,10 +558,51 @@ func (r *recorder) takeViolations() []string {
 	return v
 }
 
-func (r *recorder) noteSent(name string, s sent) {
+// batch is what the test sent in the reply of that name and UID; a
+// question may name a reply whose creation has not returned yet. The
+// caller holds r.mu.
+func (r *recorder) batch(name string, uid types.UID) (sent, bool) {
+	if s, ok := r.sent[uid]; ok {
+		return s, true
+	}
+	s, ok := r.sending[name]
+	return s, ok
+}
+
+// uid is the UID of the gen-th reply made under name. The caller holds
+// r.mu.
+func (r *recorder) uid(name string, gen int) types.UID {
+	if uids := r.uids[name]; gen >= 1 && gen <= len(uids) {
+		return uids[gen-1]
+	}
+	return ""
+}
+
+// noteSending records a reply the test is creating, before it does: a
+// deleted reply's name may be used again, for a new reply.
+func (r *recorder) noteSending(name string, s sent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sent[name] = s
+	r.sending[name] = s
+	delete(r.testDeleted, name)
+	delete(r.lost, "qr/"+name)
+}
+
+// noteSent records that the reply being created under name was, with uid.
+func (r *recorder) noteSent(name string, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent[uid] = r.sending[name]
+	r.uids[name] = append(r.uids[name], uid)
+	delete(r.sending, name)
+}
+
+// noteRefused records that the reply being created under name was
+// refused.
+func (r *recorder) noteRefused(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sending, name)
 }
 
 func (r *recorder) noteDeleting(name string) {

@@ -19,16 +19,44 @@ const (
 	kBadReply    = "reply-bad"      // a batch that breaks the batch rules (BAD_ANSWER)
 	kOutsider    = "reply-outsider" // a valid batch from a user who may not answer the agent (FORBIDDEN)
 	kClaim       = "claim"          // a QuestionClaim on a question
-	kRenew       = "renew"          // a claim's renewal
-	kUnclaim     = "unclaim"        // a claim's deletion
+	kRenew       = "renew"          // a claim's renewal by its holder
+	kUnclaim     = "unclaim"        // a claim's deletion by its holder
 	kAdmit       = "admit"          // the agent admits the queued reply
 	kAdmitWrong  = "admit-wrong"    // spec.admittedReply naming a reply that is not queued
-	kWithdraw    = "withdraw"       // deleting a queued reply
-	kDeleteReply = "delete-reply"   // deleting a reply that is not queued
+	kWithdraw    = "withdraw"       // its author deletes a queued reply
+	kDeleteReply = "delete-reply"   // its author deletes a reply that is not queued
 	kCancel      = "cancel"         // spec.cancelled
 	kStep        = "step"           // the fake clock moves by whole slots
 	kRestart     = "restart"        // the manager stops and starts again; some operations happen meanwhile
 )
+
+// The attacks of the tenancy guide, each made as the attacker with the
+// roles hitl ships, never as the admin.
+const (
+	kForeignChange   = "foreign-change"   // another identity cancels, admits for or relabels a question (NOT_OWNER)
+	kForeignWithdraw = "foreign-withdraw" // a holder or the outsider deletes someone else's reply (NOT_OWNER)
+	kReuse           = "reply-reuse"      // a reply re-created under a deleted reply's name: a new reply, judged afresh
+	kSelfReply       = "reply-self"       // the agent replies to its own question (SELF_APPROVAL on Approval and PlanReview)
+	kOutsiderClaim   = "claim-outsider"   // the outsider claims a question (FORBIDDEN)
+	kForeignClaim    = "claim-foreign"    // a holder renews or releases another holder's claim (NOT_OWNER)
+)
+
+// The changes a kForeignChange tries, and a kForeignClaim.
+const (
+	changeCancel  = "cancel"
+	changeAdmit   = "admit"
+	changeLabel   = "label"
+	changeRenew   = "renew"
+	changeRelease = "release"
+)
+
+// kAttack stands, in the downtime's choice, for one of the attacks that
+// admission refuses.
+const kAttack = "attack"
+
+// takenLabel is the label a kForeignChange puts on a question it does not
+// own.
+const takenLabel = "model.hitl.dev/taken-by"
 
 var weights = []struct {
 	kind   string
@@ -36,6 +64,8 @@ var weights = []struct {
 }{
 	{kAsk, 12}, {kAskClaimed, 3}, {kReply, 20}, {kBadReply, 6}, {kOutsider, 3}, {kClaim, 7}, {kRenew, 5}, {kUnclaim, 5},
 	{kAdmit, 8}, {kAdmitWrong, 3}, {kWithdraw, 5}, {kDeleteReply, 2}, {kCancel, 5}, {kStep, 14}, {kRestart, 3},
+	// One operation in eight is an attack.
+	{kForeignChange, 3}, {kForeignWithdraw, 2}, {kReuse, 3}, {kSelfReply, 3}, {kOutsiderClaim, 1}, {kForeignClaim, 2},
 }
 
 // op is one operation, as generated and as the report prints it.
@@ -43,23 +73,28 @@ type op struct {
 	Kind string
 	// Q, R and Claim name the question, reply and claim operated on.
 	Q, R, Claim string
-	// Holder is the claim's holder or the reply's answerer.
-	Holder string
+	// By is who makes the request: the asker, the reply's author, the
+	// claim's holder, or the attacker.
+	By string
+	// Change is what a kForeignChange or kForeignClaim tries.
+	Change string
 	// Ask parameters.
 	Shape   int
 	Timeout time.Duration // 0: blocking
 	TTL     *int32
 	AskedAt string // "", "now" or "stale" (ignored by the controller)
 	Claims  []string
-	// Reply parameters.
-	Answers []hitlv1.AnswerItem
-	Valid   bool
+	// Reply parameters. Labelled is true when the reply names its agent,
+	// as the answerer SDK's do.
+	Answers  []hitlv1.AnswerItem
+	Valid    bool
+	Labelled bool
 	// Claim parameters.
 	Seconds int32
 	// Slots is a clock step.
 	Slots int
-	// Want is the API server's answer the model predicts for an update:
-	// "" (accepted), "invalid" or "not found".
+	// Want is the API server's answer the model predicts: "" (accepted),
+	// or the refusal.
 	Want string
 	// Sub are the operations done while the manager was down.
 	Sub []op
@@ -85,18 +120,28 @@ func (o op) String() string {
 		if len(o.Claims) > 0 {
 			fmt.Fprintf(&b, " claims=%v", o.Claims)
 		}
-	case kReply, kBadReply, kOutsider:
-		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.Holder, batchString(o.Answers))
-	case kClaim:
-		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Claim, o.Q, o.Holder, o.Seconds)
+	case kReply, kBadReply, kOutsider, kSelfReply, kReuse:
+		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.By, batchString(o.Answers))
+		if !o.Labelled {
+			b.WriteString(" unlabelled")
+		}
+	case kClaim, kOutsiderClaim:
+		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Claim, o.Q, o.By, o.Seconds)
 	case kRenew, kUnclaim:
-		fmt.Fprintf(&b, " %s", o.Claim)
+		fmt.Fprintf(&b, " %s by %s", o.Claim, o.By)
+	case kForeignClaim:
+		fmt.Fprintf(&b, " %s %s by %s", o.Change, o.Claim, o.By)
 	case kAdmit, kAdmitWrong:
 		fmt.Fprintf(&b, " %s admits %s", o.Q, o.R)
-	case kWithdraw, kDeleteReply:
-		fmt.Fprintf(&b, " %s", o.R)
+	case kWithdraw, kDeleteReply, kForeignWithdraw:
+		fmt.Fprintf(&b, " %s by %s", o.R, o.By)
 	case kCancel:
 		fmt.Fprintf(&b, " %s", o.Q)
+	case kForeignChange:
+		fmt.Fprintf(&b, " %s %s by %s", o.Change, o.Q, o.By)
+		if o.Change == changeAdmit {
+			fmt.Fprintf(&b, " (admits %s)", o.R)
+		}
 	case kStep:
 		fmt.Fprintf(&b, " +%d slot(s)", o.Slots)
 	case kRestart:
@@ -125,6 +170,8 @@ func batchString(items []hitlv1.AnswerItem) string {
 }
 
 // shapes are the asks the test makes: their questions, ids and options.
+// The last two hold a PlanReview and an Approval intent, which the agent
+// that asked may never answer; an Approval ask is blocking.
 var shapes = [][]hitlv1.Question{
 	{
 		{ID: "env", Question: "Where?", Options: options("staging", "prod")},
@@ -136,6 +183,34 @@ var shapes = [][]hitlv1.Question{
 	{
 		{ID: "ok", Question: "Go ahead?", Options: options("yes", "no")},
 	},
+	{
+		{ID: "plan", Question: "Go with this plan?", Detail: "1. build\n2. ship", Options: options("approve", "revise"),
+			Intent: &hitlv1.QuestionIntent{Type: hitlv1.IntentPlanReview, PlanReview: &hitlv1.PlanReviewIntent{Approve: "approve"}}},
+		{ID: "notes", Question: "Anything else?"},
+	},
+	{
+		{ID: "perm", Question: "May I deploy?", Options: options("Allow", "Deny"),
+			Intent: &hitlv1.QuestionIntent{Type: hitlv1.IntentApproval, Approval: &hitlv1.ApprovalIntent{Approve: "Allow", Reject: "Deny"}}},
+	},
+}
+
+// shapeWeights make most asks plain ones.
+var shapeWeights = []int{3, 3, 3, 2, 1}
+
+// needsOtherApprover reports whether a shape holds an Approval or
+// PlanReview intent, and blocking whether it must be asked without a
+// timeout (an Approval).
+func needsOtherApprover(shape int) bool {
+	return (&hitlv1.UserQuestion{Spec: hitlv1.UserQuestionSpec{Questions: shapes[shape]}}).NeedsOtherApprover()
+}
+
+func blocking(shape int) bool {
+	for _, q := range shapes[shape] {
+		if q.Intent != nil && q.Intent.Type == hitlv1.IntentApproval {
+			return true
+		}
+	}
+	return false
 }
 
 func options(labels ...string) []hitlv1.QuestionOption {
@@ -146,11 +221,6 @@ func options(labels ...string) []hitlv1.QuestionOption {
 	return out
 }
 
-var holders = []string{"alice", "bob", "carol"}
-
-// outsider answers without the grant to answer the agent.
-const outsider = "mallory"
-
 // validBatch answers every question of a shape following the batch rules
 // of SPEC §1, skipping some but never all.
 func validBatch(rng *rand.Rand, qs []hitlv1.Question) []hitlv1.AnswerItem {
@@ -160,6 +230,9 @@ func validBatch(rng *rand.Rand, qs []hitlv1.Question) []hitlv1.AnswerItem {
 		for _, q := range qs {
 			item := hitlv1.AnswerItem{ID: q.ID}
 			switch {
+			case q.Intent != nil && q.Intent.Type == hitlv1.IntentApproval:
+				// Exactly one label, no custom text.
+				item.Selected = []string{q.Options[rng.Intn(len(q.Options))].Label}
 			case len(q.Options) == 0:
 				if rng.Intn(10) < 7 {
 					item.Custom = "free text"
@@ -341,9 +414,9 @@ func (g *generator) newClaim() string    { g.nc++; return fmt.Sprintf("c%04d", g
 // of fake time after they are made (the fake clock runs ahead of real
 // time, so their timeout includes how far it has run); some take a plain
 // timeout of one to two hours, whose window has closed at creation once the
-// fake clock has run past it.
+// fake clock has run past it. An Approval ask is blocking.
 func (g *generator) ask(kind string) op {
-	o := op{Kind: kind, Q: g.newQuestion(), Shape: g.rng.Intn(len(shapes))}
+	o := op{Kind: kind, Q: g.newQuestion(), Shape: g.shape(), By: agent}
 	window := time.Duration(2+g.rng.Intn(3)) * model.Slot
 	switch r := g.rng.Intn(10); {
 	case kind == kAskClaimed:
@@ -355,6 +428,9 @@ func (g *generator) ask(kind string) op {
 		o.Timeout = time.Duration(g.m.Slots)*model.Slot + window
 	case r < 8:
 		o.Timeout = window
+	}
+	if blocking(o.Shape) {
+		o.Timeout = 0
 	}
 	switch g.rng.Intn(10) {
 	case 0, 1:
@@ -374,14 +450,35 @@ func (g *generator) ask(kind string) op {
 	return o
 }
 
+func (g *generator) shape() int {
+	total := 0
+	for _, w := range shapeWeights {
+		total += w
+	}
+	n := g.rng.Intn(total)
+	for i, w := range shapeWeights {
+		if n < w {
+			return i
+		}
+		n -= w
+	}
+	panic("unreachable")
+}
+
+// reply chooses a reply of a kind to a question: from a holder, as the
+// answerer SDK sends it; from the outsider, naming its agent or not (then
+// only the controller can refuse it); from the agent itself.
 func (g *generator) reply(kind, question string) op {
 	shape, ok := g.shapeOf[question]
 	if !ok {
 		shape = g.rng.Intn(len(shapes))
 	}
-	o := op{Kind: kind, Q: question, R: g.newReply(), Holder: g.pick(holders), Valid: kind != kBadReply}
-	if kind == kOutsider {
-		o.Holder = outsider
+	o := op{Kind: kind, Q: question, R: g.newReply(), By: g.pick(holders), Valid: kind != kBadReply, Labelled: true}
+	switch kind {
+	case kOutsider:
+		o.By, o.Labelled = outsider, g.rng.Intn(2) == 0
+	case kSelfReply:
+		o.By, o.Valid = agent, g.rng.Intn(4) > 0
 	}
 	if o.Valid {
 		o.Answers = validBatch(g.rng, shapes[shape])
@@ -391,8 +488,12 @@ func (g *generator) reply(kind, question string) op {
 	return o
 }
 
-func (g *generator) claim(question string) op {
-	return op{Kind: kClaim, Q: question, Claim: g.newClaim(), Holder: g.pick(holders), Seconds: int32(60 + g.rng.Intn(241))}
+func (g *generator) claim(kind, question string) op {
+	o := op{Kind: kind, Q: question, Claim: g.newClaim(), By: g.pick(holders), Seconds: int32(60 + g.rng.Intn(241))}
+	if kind == kOutsiderClaim {
+		o.By = outsider
+	}
+	return o
 }
 
 // next chooses the next operation while the manager runs; ok is false when
@@ -411,7 +512,21 @@ func (g *generator) try(kind string) (op, bool) {
 		return g.ask(kind), true
 	case kReply, kBadReply, kOutsider:
 		return g.reply(kind, g.target()), true
-	case kClaim:
+	case kSelfReply:
+		// Mostly a question the agent may not answer itself.
+		var own []string
+		for _, name := range g.existing() {
+			if g.m.Questions[name].NeedsOtherApprover {
+				own = append(own, name)
+			}
+		}
+		if len(own) > 0 && g.rng.Intn(10) < 7 {
+			return g.reply(kind, g.pick(own)), true
+		}
+		return g.reply(kind, g.target()), true
+	case kReuse:
+		return g.reuse()
+	case kClaim, kOutsiderClaim:
 		if len(g.m.QuestionNames()) == 0 {
 			return op{}, false
 		}
@@ -420,50 +535,48 @@ func (g *generator) try(kind string) (op, bool) {
 		// question never asked has no such time.
 		active, all := g.active(), g.m.QuestionNames()
 		if len(active) > 0 && g.rng.Intn(10) < 8 {
-			return g.claim(g.pick(active)), true
+			return g.claim(kind, g.pick(active)), true
 		}
-		return g.claim(g.pick(all)), true
+		return g.claim(kind, g.pick(all)), true
 	case kRenew, kUnclaim:
 		claims := g.m.ClaimNames()
 		if len(claims) == 0 {
 			return op{}, false
 		}
-		return op{Kind: kind, Claim: g.pick(claims)}, true
+		c := g.pick(claims)
+		return op{Kind: kind, Claim: c, By: g.m.Claims[c].Holder}, true
+	case kForeignClaim:
+		claims := g.m.ClaimNames()
+		if len(claims) == 0 {
+			return op{}, false
+		}
+		c := g.pick(claims)
+		o := op{Kind: kind, Claim: c, By: g.pick(others(holders, g.m.Claims[c].Holder)), Change: changeRenew}
+		if g.rng.Intn(2) == 0 {
+			o.Change = changeRelease
+		}
+		return o, true
 	case kAdmit:
 		queued := g.queuedReplies()
 		if len(queued) == 0 {
 			return op{}, false
 		}
 		r := g.pick(queued)
-		return op{Kind: kind, Q: g.m.Replies[r].Question, R: r}, true
+		return op{Kind: kind, Q: g.m.Replies[r].Question, R: r, By: agent}, true
 	case kAdmitWrong:
 		existing := g.existing()
 		if len(existing) == 0 {
 			return op{}, false
 		}
 		q := g.pick(existing)
-		var r string
-		var own []string
-		for _, name := range g.m.ReplyNames() {
-			if g.m.Replies[name].Question == q {
-				own = append(own, name)
-			}
-		}
-		switch {
-		case len(own) > 0 && g.rng.Intn(2) == 0:
-			r = g.pick(own) // perhaps the queued one: then it is accepted
-		case len(g.m.ReplyNames()) > 0 && g.rng.Intn(2) == 0:
-			r = g.pick(g.m.ReplyNames())
-		default:
-			r = "never-sent"
-		}
-		return op{Kind: kind, Q: q, R: r}, true
+		return op{Kind: kind, Q: q, R: g.admitted(q), By: agent}, true
 	case kWithdraw:
 		queued := g.queuedReplies()
 		if len(queued) == 0 {
 			return op{}, false
 		}
-		return op{Kind: kind, R: g.pick(queued)}, true
+		r := g.pick(queued)
+		return op{Kind: kind, R: r, By: g.m.Replies[r].By}, true
 	case kDeleteReply:
 		var candidates []string
 		for _, name := range g.m.ReplyNames() {
@@ -474,22 +587,128 @@ func (g *generator) try(kind string) (op, bool) {
 		if len(candidates) == 0 {
 			return op{}, false
 		}
-		return op{Kind: kind, R: g.pick(candidates)}, true
+		r := g.pick(candidates)
+		return op{Kind: kind, R: r, By: g.m.Replies[r].By}, true
+	case kForeignWithdraw:
+		// Mostly a queued reply, the one whose withdrawal matters.
+		queued, live := g.queuedReplies(), g.liveReplies()
+		if len(live) == 0 {
+			return op{}, false
+		}
+		r := g.pick(live)
+		if len(queued) > 0 && g.rng.Intn(2) == 0 {
+			r = g.pick(queued)
+		}
+		return op{Kind: kind, R: r, By: g.pick(others(append([]string{outsider}, holders...), g.m.Replies[r].By))}, true
 	case kCancel:
 		active, existing := g.active(), g.existing()
 		if len(active) > 0 && g.rng.Intn(10) < 8 {
-			return op{Kind: kind, Q: g.pick(active)}, true
+			return op{Kind: kind, Q: g.pick(active), By: agent}, true
 		}
 		if len(existing) == 0 {
 			return op{}, false
 		}
-		return op{Kind: kind, Q: g.pick(existing)}, true
+		return op{Kind: kind, Q: g.pick(existing), By: agent}, true
+	case kForeignChange:
+		active, existing := g.active(), g.existing()
+		if len(existing) == 0 {
+			return op{}, false
+		}
+		q := g.pick(existing)
+		if len(active) > 0 && g.rng.Intn(10) < 8 {
+			q = g.pick(active)
+		}
+		// Mostly an identity that RBAC lets update questions, so that
+		// the ownership policy is what refuses it.
+		o := op{Kind: kind, Q: q, By: g.pick([]string{otherAgent, otherAgent, editor, g.pick(holders)}),
+			Change: []string{changeCancel, changeAdmit, changeLabel}[g.rng.Intn(3)]}
+		if o.Change == changeAdmit {
+			if queued := g.m.Questions[q].Queued; queued != "" && g.rng.Intn(4) > 0 {
+				o.R = queued // what the agent would admit: only ownership refuses it
+			} else {
+				o.R = g.admitted(q)
+			}
+		}
+		return o, true
 	case kStep:
 		return op{Kind: kind, Slots: g.slots()}, true
 	case kRestart:
 		return op{Kind: kind}, true
 	}
 	panic("unknown kind " + kind)
+}
+
+// admitted chooses a name for spec.admittedReply of question q that is
+// mostly not its queued reply: one of its replies (perhaps the queued one:
+// then it is accepted), any reply, or none ever sent.
+func (g *generator) admitted(q string) string {
+	var own []string
+	for _, name := range g.m.ReplyNames() {
+		if g.m.Replies[name].Question == q {
+			own = append(own, name)
+		}
+	}
+	switch {
+	case len(own) > 0 && g.rng.Intn(2) == 0:
+		return g.pick(own)
+	case len(g.m.ReplyNames()) > 0 && g.rng.Intn(2) == 0:
+		return g.pick(g.m.ReplyNames())
+	default:
+		return "never-sent"
+	}
+}
+
+// reuse re-creates a deleted reply under its name: mostly a holder's reply
+// to the same question, which is judged afresh; sometimes the outsider's,
+// which admission refuses when it names the agent.
+func (g *generator) reuse() (op, bool) {
+	var deleted []string
+	for _, name := range g.m.ReplyNames() {
+		if g.m.Replies[name].Deleted {
+			deleted = append(deleted, name)
+		}
+	}
+	if len(deleted) == 0 {
+		return op{}, false
+	}
+	was := g.m.Replies[g.pick(deleted)]
+	q := was.Question
+	if g.rng.Intn(5) == 0 {
+		q = g.target()
+	}
+	kind := kReply
+	if g.rng.Intn(3) == 0 {
+		kind = kOutsider
+	}
+	o := g.reply(kind, q)
+	g.nr-- // no new name
+	o.Kind, o.R = kReuse, was.Name
+	if kind == kOutsider {
+		o.Labelled = g.rng.Intn(3) > 0
+	}
+	return o, true
+}
+
+// liveReplies are the names of the replies that exist.
+func (g *generator) liveReplies() []string {
+	var out []string
+	for _, name := range g.m.ReplyNames() {
+		if !g.m.Replies[name].Deleted {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// others are the names other than not.
+func others(names []string, not string) []string {
+	var out []string
+	for _, n := range names {
+		if n != not {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // downtime chooses what happens while the manager is down, one operation
@@ -501,7 +720,8 @@ func (g *generator) try(kind string) (op, bool) {
 // reply is deleted before the manager has seen it, and no reply goes to a
 // question whose window has closed with no claim to hold it (the reply's
 // real creation time lies inside the window, which the manager, back,
-// would honour).
+// would honour). Attacks that admission refuses come among them: they
+// change nothing.
 type downtime struct {
 	g       *generator
 	phase   int
@@ -553,7 +773,7 @@ func (d *downtime) next() (op, bool) {
 
 func (d *downtime) questionOp() (op, bool) {
 	g := d.g
-	switch kind := []string{kAsk, kReply, kReply, kReply, kBadReply, kCancel, kAdmit, kWithdraw, kDeleteReply}[g.rng.Intn(9)]; kind {
+	switch kind := []string{kAsk, kReply, kReply, kReply, kBadReply, kCancel, kAdmit, kWithdraw, kDeleteReply, kAttack}[g.rng.Intn(10)]; kind {
 	case kAsk:
 		return g.ask(kAsk), true
 	case kReply, kBadReply:
@@ -571,6 +791,16 @@ func (d *downtime) questionOp() (op, bool) {
 	case kDeleteReply:
 		o, ok := g.try(kind)
 		if !ok || d.created[o.R] {
+			return op{}, false
+		}
+		return o, true
+	case kAttack:
+		// Refused at admission, which holds while the manager is down. A
+		// change of a question is predicted from the status the model
+		// gives it, which the API server's matches only for questions that
+		// nothing touched meanwhile.
+		o, ok := g.try([]string{kForeignChange, kForeignWithdraw, kOutsiderClaim, kForeignClaim}[g.rng.Intn(4)])
+		if !ok || o.Kind == kForeignChange && (d.replied[o.Q] || d.updated[o.Q]) {
 			return op{}, false
 		}
 		return o, true
