@@ -9,6 +9,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -238,6 +239,42 @@ var tenancyCases = []admissionCase{
 		Consistently(s.state(q2.Name), 3*time.Second).Should(Equal(hitlv1.StateOpen))
 		Expect(alice.Delete(ctx, stored)).To(Succeed())
 		Eventually(s.state(q2.Name), 10*time.Second).Should(Equal(hitlv1.StateContinued))
+	}},
+
+	{name: "a claim's holder is its UID too: a re-created ServiceAccount of the same name is someone else", run: func(s *scene) {
+		coder := s.agent("coder")
+		subject := serviceAccountSubject(s.ns, "watcher")
+		s.bind(answererRole, subject)
+		s.grantAgents(subject, hitlv1.VerbAnswer, "coder")
+		watcher := s.serviceAccount(s.ns, "watcher", nil)
+		s.awaitAllowed(watcher, mayAnswerAs("coder"))
+
+		q := s.timedQuestion("coder", 2*time.Second)
+		Expect(coder.Create(ctx, q)).To(Succeed())
+		c := claim(s, q.Name, "coder")
+		Expect(watcher.Create(ctx, c)).To(Succeed())
+		stored := &hitlv1.QuestionClaim{}
+		Expect(s.admin.Get(ctx, client.ObjectKeyFromObject(c), stored)).To(Succeed())
+		Expect(stored.Spec.Holder.UID).NotTo(BeEmpty())
+
+		// The ServiceAccount is deleted and one of the same name made: same
+		// username, another UID, the same grants by name.
+		Expect(s.admin.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "watcher"}})).To(Succeed())
+		Eventually(func() error {
+			return s.admin.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "watcher"}, &corev1.ServiceAccount{})
+		}).Should(Satisfy(apierrors.IsNotFound))
+		impostor := s.serviceAccount(s.ns, "watcher", nil)
+		s.awaitAllowed(impostor, mayAnswerAs("coder"))
+
+		username := "system:serviceaccount:" + s.ns + ":watcher"
+		renew := stored.DeepCopy()
+		renew.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		refusedByPolicy(impostor.Patch(ctx, renew, client.MergeFrom(stored)), "claim-identity", hitlv1.CodeNotOwner, "(spec.holder)",
+			"user "+username+" may not renew claim "+c.Name)
+		refusedByPolicy(impostor.Delete(ctx, stored), "claim-owner", hitlv1.CodeNotOwner, "(spec.holder)",
+			"user "+username+" may not release claim "+c.Name)
+		// The claim still holds the window past its deadline.
+		Consistently(s.state(q.Name), 3*time.Second).Should(Equal(hitlv1.StateOpen))
 	}},
 
 	{name: "the answerer role reaches no Lease", run: func(s *scene) {
