@@ -1,6 +1,7 @@
 package admission_test
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -331,6 +332,25 @@ var tenancyCases = []admissionCase{
 		err = coder.Create(ctx, q)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("BAD_INTENT: the questions' text"))
+		q.Spec.Questions = q.Spec.Questions[:2]
+		Expect(coder.Create(ctx, q)).To(Succeed())
+
+		// Options too: 3 questions of 32 options with 900-character
+		// descriptions are 86,400 characters, above the 65,536 of all
+		// options together; two such questions are not.
+		q = s.question("coder")
+		q.Spec.Questions = nil
+		for i := range 3 {
+			opts := make([]hitlv1.QuestionOption, 32)
+			for j := range opts {
+				opts[j] = hitlv1.QuestionOption{Label: fmt.Sprintf("option %d", j), Description: strings.Repeat("z", 900)}
+			}
+			q.Spec.Questions = append(q.Spec.Questions, hitlv1.Question{ID: "o" + string(rune('a'+i)), Question: "Which?", Options: opts})
+		}
+		err = coder.Create(ctx, q)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("BAD_INTENT: the options' text (label and description, all questions together) is at most 65536 characters"))
+		Expect(err.Error()).To(ContainSubstring("spec.questions"))
 		q.Spec.Questions = q.Spec.Questions[:2]
 		Expect(coder.Create(ctx, q)).To(Succeed())
 	}},
