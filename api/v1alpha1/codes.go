@@ -37,12 +37,22 @@ const (
 	// CodeSelfApproval: the asking identity answering its own Approval or
 	// PlanReview question.
 	CodeSelfApproval ErrorCode = "SELF_APPROVAL"
+	// CodePolicyWeakened: spec.approval asks for less than an
+	// ApprovalPolicy that governs the question.
+	CodePolicyWeakened ErrorCode = "POLICY_WEAKENED"
+	// CodeDuplicateVote: a second vote by one identity on a governed
+	// question.
+	CodeDuplicateVote ErrorCode = "DUPLICATE_VOTE"
+	// CodeQuestionChanged: spec.questionRef.specDigest is not the
+	// question's status.specDigest.
+	CodeQuestionChanged ErrorCode = "QUESTION_CHANGED"
 )
 
 // ErrorCodes are the codes above, in the specification's order.
 func ErrorCodes() []ErrorCode {
 	return []ErrorCode{CodeEmptyQuestions, CodeBadIntent, CodeBadTimeout, CodeDelegatedCaller, CodeAgentMismatch,
-		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted, CodeNotOwner, CodeSelfApproval}
+		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted, CodeNotOwner, CodeSelfApproval,
+		CodePolicyWeakened, CodeDuplicateVote, CodeQuestionChanged}
 }
 
 // Known reports whether c is one of the specification's codes.

@@ -26,7 +26,7 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &UserQuestion{}, &UserQuestionList{}, &QuestionReply{}, &QuestionReplyList{},
-		&QuestionClaim{}, &QuestionClaimList{})
+		&QuestionClaim{}, &QuestionClaimList{}, &ApprovalPolicy{}, &ApprovalPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

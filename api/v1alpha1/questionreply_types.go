@@ -6,7 +6,7 @@ import (
 )
 
 // ReplyOutcome is what the controller did with a reply.
-// +kubebuilder:validation:Enum=Applied;Queued;Admitted;Rejected
+// +kubebuilder:validation:Enum=Applied;Queued;Admitted;Rejected;Counted
 type ReplyOutcome string
 
 const (
@@ -18,6 +18,9 @@ const (
 	OutcomeAdmitted ReplyOutcome = "Admitted"
 	// OutcomeRejected: the reply changed nothing; reason holds the error code.
 	OutcomeRejected ReplyOutcome = "Rejected"
+	// OutcomeCounted: the reply is a vote on a governed question, counted
+	// in status.votes, and did not decide it.
+	OutcomeCounted ReplyOutcome = "Counted"
 )
 
 // AnswerItem is the answer to one question of the ask.
@@ -62,6 +65,15 @@ type QuestionReference struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=128
 	UID types.UID `json:"uid,omitempty"`
+
+	// specDigest, when set, is the status.specDigest of the question the
+	// reply was prepared for: a reply whose digest is not the live
+	// question's is Rejected, QUESTION_CHANGED, so a vote prepared for one
+	// question never counts for another.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	SpecDigest string `json:"specDigest,omitempty"`
 }
 
 // QuestionReplySpec is a person's answer batch. It is immutable.

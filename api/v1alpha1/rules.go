@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -222,4 +225,23 @@ func (q *UserQuestion) NeedsOtherApprover() bool {
 		}
 	}
 	return false
+}
+
+// SpecDigest is "sha256:" and the hex SHA-256 of what a question asks: the
+// JSON of its agent, its questions and its approval rule. The question's
+// status.specDigest holds it; a reply that carries another digest in
+// spec.questionRef.specDigest was prepared for another question.
+func SpecDigest(spec *UserQuestionSpec) string {
+	asked := struct {
+		Agent     string        `json:"agent"`
+		Questions []Question    `json:"questions"`
+		Approval  *ApprovalRule `json:"approval,omitempty"`
+	}{spec.Agent, spec.Questions, spec.Approval}
+	b, err := json.Marshal(asked)
+	if err != nil {
+		// Only channels, functions and cyclic values fail, and the spec has none.
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

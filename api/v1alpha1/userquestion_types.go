@@ -220,7 +220,7 @@ type Question struct {
 // +kubebuilder:validation:XValidation:rule="has(self.questions) && size(self.questions) > 0",message="EMPTY_QUESTIONS: spec.questions must hold at least one question",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="!has(self.origin) || self.origin != 'Subagent'",message="DELEGATED_CALLER: a subagent (spec.origin Subagent) may not ask a person directly",fieldPath=".origin"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || !self.questions.exists(q, has(q.intent) && q.intent.type == 'Approval') || (size(self.questions) == 1 && !has(self.timeout))",message="BAD_INTENT: an Approval ask has exactly one question and no spec.timeout",fieldPath=".questions"
-// +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.askedAt) == has(oldSelf.askedAt)",message="spec.timeout, spec.callID, spec.askedAt and spec.ttlSecondsAfterFinished are immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.askedAt) == has(oldSelf.askedAt) && has(self.approval) == has(oldSelf.approval)",message="spec.timeout, spec.callID, spec.askedAt, spec.ttlSecondsAfterFinished and spec.approval are immutable"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.askedBy) ? (has(self.askedBy) && self.askedBy == oldSelf.askedBy) : !has(self.askedBy)",message="NOT_OWNER: spec.askedBy is stamped at admission and immutable",fieldPath=".askedBy"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || self.questions.map(q, size(q.question) + (has(q.detail) ? size(q.detail) : 0) + (has(q.header) ? size(q.header) : 0)).sum() <= 65536",message="BAD_INTENT: the questions' text (question, detail and header, all questions together) is at most 65536 characters",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || self.questions.map(q, has(q.options) ? q.options.map(o, size(o.label) + (has(o.description) ? size(o.description) : 0)).sum() : 0).sum() <= 65536",message="BAD_INTENT: the options' text (label and description, all questions together) is at most 65536 characters",fieldPath=".questions"
@@ -305,6 +305,14 @@ type UserQuestionSpec struct {
 	// its own Approval or PlanReview question.
 	// +optional
 	AskedBy *UserInfo `json:"askedBy,omitempty"`
+
+	// approval is the agent's own approval rule: N distinct approvers,
+	// sets of approvers with minimums, a veto. It may only be as strict as
+	// the ApprovalPolicies that govern the question or stricter: one that
+	// asks for less than a policy is refused, POLICY_WEAKENED. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.approval is immutable"
+	Approval *ApprovalRule `json:"approval,omitempty"`
 }
 
 // UserInfo is the authenticated user who answered, as the API server saw it.
@@ -398,6 +406,13 @@ type Settlement struct {
 	// settlement order is exact.
 	// +required
 	At metav1.MicroTime `json:"at"`
+
+	// votes are, on a governed question, the votes that counted toward the
+	// decision, the deciding one last.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Votes []Vote `json:"votes,omitempty"`
 }
 
 // UserQuestionStatus is what the controller observed and decided.
@@ -451,6 +466,33 @@ type UserQuestionStatus struct {
 	// +optional
 	Settlement *Settlement `json:"settlement,omitempty"`
 
+	// specDigest is "sha256:" and the hex SHA-256 of what the question
+	// asks (its agent, questions and approval rule), written when it is
+	// first looked at. A reply may carry it in spec.questionRef.specDigest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	SpecDigest string `json:"specDigest,omitempty"`
+
+	// approval is the approval rule the question settles by, fixed when it
+	// was asked from the ApprovalPolicies that governed it and its own
+	// spec.approval; unset when none did: then the first valid reply
+	// settles it.
+	// +optional
+	Approval *EffectiveApproval `json:"approval,omitempty"`
+
+	// votes are the votes counted so far on a governed question, in the
+	// order they were counted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Votes []Vote `json:"votes,omitempty"`
+
+	// tally is "<approving identities>/<approvals required>" on a governed
+	// question, for kubectl get.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Tally string `json:"tally,omitempty"`
+
 	// observedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -475,6 +517,7 @@ type UserQuestionStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Questions",type=integer,JSONPath=`.status.questionCount`
 // +kubebuilder:printcolumn:name="Deadline",type=string,JSONPath=`.status.deadline`
+// +kubebuilder:printcolumn:name="Votes",type=string,JSONPath=`.status.tally`
 // +kubebuilder:printcolumn:name="Answered By",type=string,JSONPath=`.status.settlement.answeredBy.username`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.admittedReply) || (has(oldSelf.spec.admittedReply) && oldSelf.spec.admittedReply == self.spec.admittedReply) || (has(self.status) && has(self.status.queuedReply) && self.status.queuedReply.name == self.spec.admittedReply)",message="spec.admittedReply must name the reply queued in status.queuedReply.name"

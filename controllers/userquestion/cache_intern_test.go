@@ -47,6 +47,9 @@ func TestTrimForCacheSharesRepeatedStringsAndChangesNoValue(t *testing.T) {
 	q2, r2 := mk()
 	wantQ, wantR := q1.DeepCopy(), r1.DeepCopy()
 	wantQ.Labels = nil
+	// The digest of the whole spec, text included, taken before the text
+	// goes.
+	wantQ.Status.SpecDigest = hitlv1.SpecDigest(&q1.Spec)
 	wantQ.Spec.Questions[0].Question = "" // the cache keeps no text (see dropText)
 	wantR.ManagedFields = nil
 	delete(wantR.Annotations, lastAppliedAnnotation)

@@ -202,3 +202,51 @@ func TestTrimForCacheDropsAQuestionsTextAndKeepsWhatRepliesAreCheckedAgainst(t *
 		}
 	}
 }
+
+func TestTrimForCacheDropsTheLabelsOfAnAdoptedFinalReplyOnly(t *testing.T) {
+	labelled := func(outcome hitlv1.ReplyOutcome, owned bool) *hitlv1.QuestionReply {
+		r := cachedReply(outcome)
+		r.Labels = map[string]string{hitlv1.AgentLabel: "bot", hitlv1.QuestionLabel: "q"}
+		if owned {
+			r.OwnerReferences = []metav1.OwnerReference{{APIVersion: hitlv1.GroupVersion.String(), Kind: "UserQuestion", Name: "q", UID: "u"}}
+		}
+		return r
+	}
+	for _, c := range []struct {
+		outcome hitlv1.ReplyOutcome
+		owned   bool
+		trimmed bool
+	}{
+		{hitlv1.OutcomeApplied, true, true},
+		{hitlv1.OutcomeRejected, true, true},
+		{hitlv1.OutcomeAdmitted, true, true},
+		{hitlv1.OutcomeApplied, false, false},
+		{hitlv1.OutcomeQueued, true, false},
+		{"", true, false},
+	} {
+		out, err := trimForCache(labelled(c.outcome, c.owned))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.(*hitlv1.QuestionReply)
+		if got := labelsTrimmed(r); got != c.trimmed {
+			t.Errorf("outcome %q, owned %v: labels trimmed %v, want %v (labels %v)", c.outcome, c.owned, got, c.trimmed, r.Labels)
+		}
+		if !c.trimmed && len(r.Labels) != 2 {
+			t.Errorf("outcome %q, owned %v: labels %v, want both kept", c.outcome, c.owned, r.Labels)
+		}
+		if c.trimmed && !labelsTrimmed(r.DeepCopy()) {
+			t.Errorf("outcome %q: a deep copy of the cached reply no longer tells its labels were trimmed", c.outcome)
+		}
+	}
+	// A reply labelled for another question than it names keeps its labels.
+	r := labelled(hitlv1.OutcomeRejected, true)
+	r.Labels[hitlv1.QuestionLabel] = "other"
+	if out, _ := trimForCache(r); labelsTrimmed(out.(*hitlv1.QuestionReply)) {
+		t.Errorf("labels trimmed of a reply whose question label names another question")
+	}
+	// No labels at all is not "trimmed".
+	if out, _ := trimForCache(cachedReply(hitlv1.OutcomeApplied)); labelsTrimmed(out.(*hitlv1.QuestionReply)) {
+		t.Errorf("a reply without labels taken for one whose labels were trimmed")
+	}
+}

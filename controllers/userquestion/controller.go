@@ -92,6 +92,7 @@ func (r *Reconciler) StatusWritesInFlight() int { return int(r.statusWrites.Load
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=hitl.dev,resources=approvalpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hitl.dev,resources=agents,verbs=manage
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -256,10 +257,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var policies []hitlv1.ApprovalPolicy
+	if q.Status.State == "" && q.Status.Approval == nil {
+		if policies, err = r.policiesOf(ctx, q); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	now := r.Clock.Now()
 	claims, heldUntil := r.claims.observe(q, claimList.Items, now)
 
-	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused}
+	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused, Policies: policies}
 	d := Decide(in)
 	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, claimList.Items) }
 	if d.Transition == hitlv1.StateContinued && r.Closer != nil {
@@ -376,6 +383,7 @@ func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies 
 			return fmt.Errorf("writing the question's status: %w", err)
 		}
 		r.own.record(q.ResourceVersion, next, now)
+		r.recordVotes(q, &q.Status, &next.Status)
 	}
 	if d.Transition != "" {
 		r.recordTransition(q, &d.Status, now)
@@ -425,6 +433,13 @@ func (r *Reconciler) recordTransition(q *hitlv1.UserQuestion, st *hitlv1.UserQue
 		}
 		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateSettled), "Settle",
 			"Settled by reply %s from %s, %s", s.Reply, username(s.AnsweredBy), when)
+		if st.Approval != nil {
+			if count(st.Approval, st.Votes).approved {
+				quorumsTotal.Inc()
+			} else {
+				vetoesTotal.Inc()
+			}
+		}
 	case hitlv1.StateCancelled:
 		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateCancelled), "Cancel", "The agent cancelled the ask")
 	}

@@ -2,6 +2,7 @@ package userquestion
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +35,11 @@ type Inputs struct {
 	// another agent (AGENT_MISMATCH). Reconcile asks the API server's
 	// authorizer; Decide rejects them before anything else.
 	Refused map[string]Refusal
+	// Policies are the ApprovalPolicies that govern the question, read on
+	// its first look only (status.state empty): the rule they make is
+	// fixed into status.approval then, and no later change of a policy
+	// reaches a question already asked.
+	Policies []hitlv1.ApprovalPolicy
 }
 
 // Refusal is why a reply may not touch its question: its code and message.
@@ -97,6 +103,7 @@ func Decide(in Inputs) Decision {
 			qr := d.st.QueuedReply
 			d.settle(qr.Name, qr.UID, qr.Answers, qr.AnsweredBy, true)
 		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply):
+			d.unvote(d.st.QueuedReply.Name, d.st.QueuedReply.UID)
 			d.st.QueuedReply = nil
 		}
 	}
@@ -139,6 +146,16 @@ type decider struct {
 // deadline (computed once), its question count, and its live claims.
 func (d *decider) prepare() {
 	q := d.in.Question
+	if d.st.State == "" && d.st.Approval == nil {
+		if d.st.Approval = effectiveApproval(q.Spec.Approval, d.in.Policies); d.st.Approval != nil {
+			d.st.Tally = tallyText(d.st.Approval, nil)
+		}
+	}
+	if d.st.SpecDigest == "" {
+		// The cache takes it from the whole spec before dropping the
+		// text (see trimForCache); a question read otherwise has it all.
+		d.st.SpecDigest = hitlv1.SpecDigest(&q.Spec)
+	}
 	d.st.State = d.st.State.OrOpen()
 	d.st.QuestionCount = int32(len(q.Spec.Questions))
 	d.st.ObservedGeneration = q.Generation
@@ -214,6 +231,9 @@ func (d *decider) settle(reply string, uid types.UID, answers []hitlv1.AnswerIte
 	d.st.Answers = answers
 	d.st.QueuedReply = nil
 	d.st.Settlement = &hitlv1.Settlement{Reply: reply, ReplyUID: uid, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
+	if d.st.Approval != nil {
+		d.st.Settlement.Votes = slices.Clone(d.st.Votes)
+	}
 }
 
 // reply gives one reply its outcome, applying it to the question when it is
@@ -232,6 +252,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 	}
 	if qr := d.st.QueuedReply; qr != nil && qr.Is(r) {
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
+		return
+	}
+	if counted(d.st.Votes, r) {
+		d.outcome(r, hitlv1.OutcomeCounted, "", countedMessage(q))
 		return
 	}
 	switch r.Status.Outcome {
@@ -256,6 +280,11 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		d.rejectAlone(r, code, why)
 		return
 	}
+	if digest := r.Spec.QuestionRef.SpecDigest; digest != "" && digest != d.st.SpecDigest {
+		d.rejectAlone(r, hitlv1.CodeQuestionChanged, fmt.Sprintf("reply %s was prepared for a question whose digest is %s (spec.questionRef.specDigest), not question %s's %s",
+			r.Name, digest, q.Name, d.st.SpecDigest))
+		return
+	}
 
 	if d.st.State == hitlv1.StateOpen && !d.inWindow(r.CreationTimestamp.Time) {
 		// The window closed before this reply arrived: the question was
@@ -264,6 +293,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 	}
 	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &d.st); code != "" {
 		d.reject(r, code, why+" (spec.questionRef.name)")
+		return
+	}
+	if d.st.Approval != nil {
+		d.vote(r)
 		return
 	}
 	switch d.st.State {

@@ -33,6 +33,18 @@ var (
 		Name: "hitl_status_conflicts_total",
 		Help: "Question status writes refused with a conflict: the controller decided on a copy older than the API server's, and looks again.",
 	})
+	votesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hitl_votes_total",
+		Help: "Votes counted on questions governed by an approval rule, by choice (Approve, Reject).",
+	}, []string{"choice"})
+	quorumsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hitl_quorums_total",
+		Help: "Governed questions settled because their approval rule was met.",
+	})
+	vetoesTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hitl_vetoes_total",
+		Help: "Governed questions settled as rejected: by a veto, or by as many rejections as approvals required.",
+	})
 	questionsDesc = prometheus.NewDesc("hitl_questions", "Questions by state, as the controller's cache holds them.", []string{"state"}, nil)
 	claimsDesc    = prometheus.NewDesc("hitl_claims_live", "Claims the controller judges live.", nil, nil)
 )
@@ -81,7 +93,8 @@ var (
 // per process, and points the state gauges at src.
 func registerMetrics(src *collectorSource) {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, statusConflicts, collector)
+		metrics.Registry.MustRegister(settleSeconds, continuedLateness, repliesTotal, transitionsTotal, statusConflicts,
+			votesTotal, quorumsTotal, vetoesTotal, collector)
 	})
 	collector.source.Store(src)
 }

@@ -80,7 +80,7 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 // A reply re-created under the name of one that was is another reply.
 func implied(q *hitlv1.UserQuestion, reply *hitlv1.QuestionReply) bool {
 	st := &q.Status
-	return (st.Settlement != nil && st.Settlement.Is(reply)) || (st.QueuedReply != nil && st.QueuedReply.Is(reply))
+	return (st.Settlement != nil && st.Settlement.Is(reply)) || (st.QueuedReply != nil && st.QueuedReply.Is(reply)) || counted(st.Votes, reply)
 }
 
 // adopt gives the replies of q that lack them the labels that let answerers
@@ -92,7 +92,9 @@ func implied(q *hitlv1.UserQuestion, reply *hitlv1.QuestionReply) bool {
 func (r *Reconciler) adopt(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) error {
 	for i := range replies {
 		reply := &replies[i]
-		if reply.DeletionTimestamp != nil {
+		if reply.DeletionTimestamp != nil || labelsTrimmed(reply) {
+			// Going, or final and adopted already (the cache keeps no
+			// labels of such a reply).
 			continue
 		}
 		_, agentSet := reply.Labels[hitlv1.AgentLabel]

@@ -77,7 +77,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	// leader-elected controller is only once it leads; registered here,
 	// the informers start with the manager, so a replica that takes over
 	// reconciles at once instead of listing everything first.
-	for _, obj := range []client.Object{&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}, &hitlv1.QuestionClaim{}} {
+	for _, obj := range []client.Object{&hitlv1.UserQuestion{}, &hitlv1.QuestionReply{}, &hitlv1.QuestionClaim{}, &hitlv1.ApprovalPolicy{}} {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("starting the informer of %T: %w", obj, err)
 		}
