@@ -191,6 +191,7 @@ func TestQuestionReplyHealth(t *testing.T) {
 		{"applied", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeApplied, ObservedGeneration: 1}, "Healthy", "Applied"},
 		{"queued", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeQueued, ObservedGeneration: 1}, "Suspended", "admit"},
 		{"admitted", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeAdmitted, ObservedGeneration: 1}, "Healthy", "Admitted"},
+		{"a vote counted", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeCounted, ObservedGeneration: 1}, "Healthy", "Counted"},
 		{"rejected", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeRejected, ObservedGeneration: 1, Reason: hitlv1.CodeNotAnswerable, Message: "NOT_ANSWERABLE: the question is Settled"},
 			"Degraded", "Rejected: NOT_ANSWERABLE"},
 		{"an unknown outcome", hitlv1.QuestionReplyStatus{Outcome: "Deferred"}, "Progressing", "Unknown outcome Deferred"},
@@ -205,7 +206,7 @@ func TestQuestionReplyHealth(t *testing.T) {
 			}
 		})
 	}
-	for _, o := range []hitlv1.ReplyOutcome{hitlv1.OutcomeApplied, hitlv1.OutcomeQueued, hitlv1.OutcomeAdmitted, hitlv1.OutcomeRejected} {
+	for _, o := range []hitlv1.ReplyOutcome{hitlv1.OutcomeApplied, hitlv1.OutcomeQueued, hitlv1.OutcomeAdmitted, hitlv1.OutcomeRejected, hitlv1.OutcomeCounted} {
 		if !outcomes[o] {
 			t.Errorf("no case of outcome %s", o)
 		}
