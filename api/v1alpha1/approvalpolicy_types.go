@@ -13,9 +13,9 @@ const MaxVotes = 64
 // distinct approvals: an approving identity belongs to the set when its
 // username is one of users or it is in one of groups.
 type ApproverSet struct {
-	// name names the set within its rule ("sre"). In a question's
-	// status.approval it is prefixed with where the set came from: the
-	// policy's name or "spec", and a slash.
+	// name names the set within its rule ("sre"), a DNS label in a policy
+	// or in spec.approval. In a question's status.approval, a policy's set
+	// is named "<policy>/<set>"; the agent's own keep their name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=320
@@ -46,6 +46,7 @@ type ApproverSet struct {
 
 // ApprovalRule is what a governed question needs to settle.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.from) || self.from.all(s, size(s.name) <= 63 && s.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",message="BAD_INTENT: a set's name (from[].name) is a DNS label of at most 63 characters",fieldPath=".from"
 // +kubebuilder:validation:XValidation:rule="!has(self.from) || self.from.all(s, s.minimum <= self.approvals)",message="BAD_INTENT: a set's minimum (from[].minimum) may not exceed approvals",fieldPath=".from"
 // +kubebuilder:validation:XValidation:rule="!has(self.from) || self.from.all(s, (has(s.groups) && size(s.groups) > 0) || (has(s.users) && size(s.users) > 0))",message="BAD_INTENT: each set (from[]) names groups or users",fieldPath=".from"
 type ApprovalRule struct {
@@ -179,8 +180,8 @@ type EffectiveApproval struct {
 	// +kubebuilder:validation:Maximum=16
 	Approvals int32 `json:"approvals"`
 
-	// from are the sets of approvers with their minimums, each named
-	// "<policy>/<set>" or "spec/<set>".
+	// from are the sets of approvers with their minimums: a policy's named
+	// "<policy>/<set>", the agent's own (spec.approval) by their name.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -229,7 +230,9 @@ type Vote struct {
 	// +kubebuilder:validation:MaxLength=128
 	ReplyUID types.UID `json:"replyUID,omitempty"`
 
-	// by is the reply's authenticated author (its spec.answeredBy).
+	// by is the reply's authenticated author (its spec.answeredBy), by
+	// username and UID: the groups it was in when it voted are what sets
+	// says.
 	// +required
 	By UserInfo `json:"by"`
 
@@ -237,11 +240,11 @@ type Vote struct {
 	// +required
 	Choice VoteChoice `json:"choice"`
 
-	// sets are the names of the rule's approver sets (status.approval.rule.from)
-	// the voter belongs to.
+	// sets are the names of the rule's approver sets (status.approval.from)
+	// the voter belongs to, for an approving vote.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=320
 	Sets []string `json:"sets,omitempty"`
 

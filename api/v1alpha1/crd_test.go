@@ -106,6 +106,12 @@ var _ = Describe("UserQuestion", func() {
 			Question("ap6", "").Ask("a", "May I?", "allow", "deny").Approval("allow", "deny", "always").Obj()),
 		Entry("Approval display without en", hitlv1.CodeBadIntent, "en entry",
 			withDisplay(Question("ap7", "").Ask("a", "May I?", "allow", "deny").Approval("allow", "deny", "").Obj(), hitlv1.LocalizedText{"de": "Darf ich?"})),
+		Entry("an approval rule's set named like a policy's (with a slash)", hitlv1.CodeBadIntent, "from[].name) is a DNS label",
+			withRule(Question("ar1", "").Ask("a", "Q?").Obj(), hitlv1.ApprovalRule{Approvals: 1, From: []hitlv1.ApproverSet{{Name: "prod/sre", Groups: []string{"sre"}, Minimum: 1}}})),
+		Entry("an approval rule's set minimum above its approvals", hitlv1.CodeBadIntent, "may not exceed approvals",
+			withRule(Question("ar2", "").Ask("a", "Q?").Obj(), hitlv1.ApprovalRule{Approvals: 1, From: []hitlv1.ApproverSet{{Name: "sre", Groups: []string{"sre"}, Minimum: 2}}})),
+		Entry("an approval rule's set naming nobody", hitlv1.CodeBadIntent, "names groups or users",
+			withRule(Question("ar3", "").Ask("a", "Q?").Obj(), hitlv1.ApprovalRule{Approvals: 1, From: []hitlv1.ApproverSet{{Name: "sre", Minimum: 1}}})),
 	)
 
 	It("accepts a valid Approval with always and a PlanReview", func() {
@@ -281,5 +287,11 @@ func withIntent(q *hitlv1.UserQuestion, in *hitlv1.QuestionIntent) *hitlv1.UserQ
 
 func withDisplay(q *hitlv1.UserQuestion, text hitlv1.LocalizedText) *hitlv1.UserQuestion {
 	q.Spec.Questions[0].Intent.Approval.Display = &hitlv1.ApprovalDisplay{Question: text}
+	return q
+}
+
+// withRule gives q the agent's own approval rule.
+func withRule(q *hitlv1.UserQuestion, rule hitlv1.ApprovalRule) *hitlv1.UserQuestion {
+	q.Spec.Approval = &rule
 	return q
 }

@@ -218,6 +218,11 @@ func (d *decider) withdrawn(qr *hitlv1.QueuedReply) bool {
 
 func (d *decider) cancel() {
 	d.st.State = hitlv1.StateCancelled
+	if qr := d.st.QueuedReply; qr != nil {
+		// A queued vote decided nothing: it goes with the queue, and the
+		// reply is NOT_ANSWERABLE, as on an ungoverned question.
+		d.unvote(qr.Name, qr.UID)
+	}
 	d.st.QueuedReply = nil
 }
 

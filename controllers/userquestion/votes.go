@@ -52,12 +52,14 @@ func effectiveApproval(own *hitlv1.ApprovalRule, policies []hitlv1.ApprovalPolic
 		e.Veto = e.Veto || r.VetoEnabled()
 		e.ExcludeRequester = e.ExcludeRequester || r.RequesterExcluded()
 		for _, s := range r.From {
-			s.Name = source + "/" + s.Name
+			if source != "" {
+				s.Name = source + "/" + s.Name
+			}
 			e.From = append(e.From, s)
 		}
 	}
 	if own != nil {
-		add("spec", own)
+		add("", own)
 	}
 	sorted := slices.Clone(policies)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
@@ -204,7 +206,10 @@ func (d *decider) vote(r *hitlv1.QuestionReply) {
 		d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s holds %d votes, the most it records (status.votes)", q.Name, hitlv1.MaxVotes))
 		return
 	}
-	v := hitlv1.Vote{Reply: r.Name, ReplyUID: r.UID, By: *by, Choice: choiceOf(q, r.Spec.Answers), At: metav1.NewMicroTime(d.in.Now)}
+	// The voter's groups are not kept: what they decided is in sets, and
+	// 64 votes of 64 groups each would not fit in an object.
+	v := hitlv1.Vote{Reply: r.Name, ReplyUID: r.UID, By: hitlv1.UserInfo{Username: by.Username, UID: by.UID},
+		Choice: choiceOf(q, r.Spec.Answers), At: metav1.NewMicroTime(d.in.Now)}
 	if v.Choice == hitlv1.VoteApprove {
 		for i := range rule.From {
 			if inSet(&rule.From[i], by) {
