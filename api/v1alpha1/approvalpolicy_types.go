@@ -83,7 +83,9 @@ type ApprovalRule struct {
 func (r *ApprovalRule) VetoEnabled() bool { return r.Veto == nil || *r.Veto }
 
 // RequesterExcluded is excludeRequester with its default, true.
-func (r *ApprovalRule) RequesterExcluded() bool { return r.ExcludeRequester == nil || *r.ExcludeRequester }
+func (r *ApprovalRule) RequesterExcluded() bool {
+	return r.ExcludeRequester == nil || *r.ExcludeRequester
+}
 
 // ApprovalSelector says which questions a policy governs. Every part that
 // is set must match; an empty selector governs every question of the

@@ -44,7 +44,9 @@ var _ = Describe("A question governed by an ApprovalPolicy", func() {
 	It("needs two distinct approvers, one of them from sre, and records every vote", func() {
 		Expect(k8s.Create(ctx, policy(ns, "two-with-sre", hitlv1.ApprovalRule{Approvals: 2,
 			From: []hitlv1.ApproverSet{{Name: "sre", Groups: []string{"sre"}, Minimum: 1}}}, hitlv1.IntentApproval))).To(Succeed())
-		Eventually(func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "two-with-sre"}, &hitlv1.ApprovalPolicy{}) }).Should(Succeed())
+		Eventually(func() error {
+			return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "two-with-sre"}, &hitlv1.ApprovalPolicy{})
+		}).Should(Succeed())
 		time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
 		Expect(k8s.Create(ctx, approvalAsk("ship"))).To(Succeed())
 		Eventually(func() *hitlv1.EffectiveApproval { return question(ns, "ship")().Status.Approval }).ShouldNot(BeNil())

@@ -8,35 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 )
-
-// governs reports whether policy p selects question q, whose labels are
-// given apart (the cache keeps none). A malformed label selector selects
-// nothing: the CRD's schema keeps them well-formed.
-func governs(p *hitlv1.ApprovalPolicy, q *hitlv1.UserQuestion, questionLabels map[string]string) bool {
-	sel := &p.Spec.Selector
-	if len(sel.Agents) > 0 && !slices.Contains(sel.Agents, q.Spec.Agent) {
-		return false
-	}
-	if len(sel.Intents) > 0 && !slices.ContainsFunc(q.Spec.Questions, func(qq hitlv1.Question) bool {
-		return qq.Intent != nil && slices.Contains(sel.Intents, qq.Intent.Type)
-	}) {
-		return false
-	}
-	if sel.QuestionSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(sel.QuestionSelector)
-		if err != nil || !s.Matches(labels.Set(questionLabels)) {
-			return false
-		}
-	}
-	return true
-}
 
 // effectiveApproval is the strictest of the agent's own rule and the
 // policies that govern the question: the most approvals, every set of
@@ -266,7 +243,7 @@ func (r *Reconciler) policiesOf(ctx context.Context, q *hitlv1.UserQuestion) ([]
 	}
 	var governing []hitlv1.ApprovalPolicy
 	for i := range list.Items {
-		if governs(&list.Items[i], q, questionLabels) {
+		if list.Items[i].Governs(q, questionLabels) {
 			governing = append(governing, list.Items[i])
 		}
 	}

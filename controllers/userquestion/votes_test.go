@@ -1024,7 +1024,7 @@ func TestGoverns(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.policy.obj()
-			if got := governs(&p, &tc.q, tc.labels); got != tc.want {
+			if got := p.Governs(&tc.q, tc.labels); got != tc.want {
 				t.Errorf("governs = %v, want %v", got, tc.want)
 			}
 		})

@@ -881,7 +881,7 @@ func fzHandler(c *fzCase, sars *[]fzSAR) *admission.Webhook {
 	})
 	reader := fzRESTReader{Reader: store, fail: c.failAPI}
 
-	qw := &hitladmission.QuestionWebhook{Clock: clocktesting.NewFakePassiveClock(fzNow)}
+	qw := &hitladmission.QuestionWebhook{Clock: clocktesting.NewFakePassiveClock(fzNow), Client: cl}
 	rw := &hitladmission.ReplyWebhook{Client: cl, APIReader: reader}
 	var wh *admission.Webhook
 	switch c.handler {

@@ -83,7 +83,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 		}
 	}
 	if c.Webhooks {
-		if err := (&admission.QuestionWebhook{}).SetupWithManager(mgr); err != nil {
+		if err := (&admission.QuestionWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the question webhooks: %w", err)
 		}
 		if err := (&admission.ReplyWebhook{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {

@@ -33,10 +33,12 @@ var ctx = context.Background()
 
 // The example roles hitl ships (config/rbac/examples), and what the cases
 // rely on them to grant: hitl-agent asks (and may ask as release-bot),
-// hitl-answerer replies (and may answer release-bot and office-bot).
+// hitl-answerer replies (and may answer release-bot and office-bot),
+// hitl-policy-admin writes ApprovalPolicies.
 const (
-	agentRole    = "hitl-agent"
-	answererRole = "hitl-answerer"
+	agentRole       = "hitl-agent"
+	answererRole    = "hitl-answerer"
+	policyAdminRole = "hitl-policy-admin"
 )
 
 // cluster is a started cluster of one admission mode, with a manager.
@@ -53,7 +55,7 @@ type cluster struct {
 // `kubectl apply -f` would.
 func (c *cluster) installExampleRoles() error {
 	dir := filepath.Join(testenv.Root(), "config", "rbac", "examples")
-	for _, file := range []string{"hitl_agent.yaml", "hitl_answerer.yaml"} {
+	for _, file := range []string{"hitl_agent.yaml", "hitl_answerer.yaml", "hitl_policy_admin.yaml"} {
 		data, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			return err

@@ -139,6 +139,12 @@ func TestChecksFindBrokenReferences(t *testing.T) {
 			delete(ref, "name")
 			ref["selector"] = map[string]any{"matchLabels": map[string]any{"hitl.dev/params": "admission"}}
 		}, "selects no v1 ConfigMap"},
+		{"ApprovalPolicy paramRef in one namespace", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-approval", func(o map[string]any) {
+			at(o, "spec", "paramRef")["namespace"] = "hitl-system"
+		}, "parameters are the request namespace's"},
+		{"ApprovalPolicy paramRef that denies without parameters", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-approval", func(o map[string]any) {
+			at(o, "spec", "paramRef")["parameterNotFoundAction"] = "Deny"
+		}, "parameterNotFoundAction is not Allow"},
 		{"binding without the paramRef its policy needs", dflt, "ValidatingAdmissionPolicyBinding", "hitl-question-timeout", func(o map[string]any) {
 			delete(at(o, "spec"), "paramRef")
 		}, "has no spec.paramRef, but its policy hitl-question-timeout has spec.paramKind v1 ConfigMap"},

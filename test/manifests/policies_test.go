@@ -154,9 +154,30 @@ func (s *objectSet) policyProblems(complete bool, want func(*object, string, str
 	}
 }
 
+// namespaceParams are the parameter kinds whose objects live in the
+// namespace of each request, not in hitl's: the ApprovalPolicies a
+// namespace's platform team writes. A paramRef selects every one of them
+// there (no namespace, no name, a selector) and allows a namespace without
+// any (parameterNotFoundAction Allow); the manifests hold none.
+var namespaceParams = map[admissionv1.ParamKind]bool{
+	{APIVersion: hitlv1.GroupVersion.String(), Kind: "ApprovalPolicy"}: true,
+}
+
 // paramsOf returns the parameter objects a binding's paramRef selects of
 // the policy's paramKind, and reports a reference that selects none.
 func (s *objectSet) paramsOf(o *object, ref *admissionv1.ParamRef, kind *admissionv1.ParamKind, complete bool, want func(*object, string, string, string, string) *object, errorf func(string, ...any)) []*object {
+	if namespaceParams[*kind] {
+		switch {
+		case ref.Namespace != "" || ref.Name != "":
+			errorf("%s: spec.paramRef names %s/%s, but %s %s parameters are the request namespace's: select them with no namespace and no name",
+				o, ref.Namespace, ref.Name, kind.APIVersion, kind.Kind)
+		case ref.Selector == nil:
+			errorf("%s: spec.paramRef has no selector", o)
+		case ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionv1.AllowAction:
+			errorf("%s: spec.paramRef.parameterNotFoundAction is not Allow: the API server would refuse every request in a namespace without a %s", o, kind.Kind)
+		}
+		return nil
+	}
 	if ref.Namespace == "" && !clusterScoped[kind.Kind] {
 		// The API server would then look for it in each request's
 		// namespace; hitl's parameters live in its own namespace.
