@@ -43,7 +43,9 @@ func (o *replyOptions) validate() error {
 }
 
 // submit checks the batch against the question, then prints the reply
-// manifest (--dry-run=client) or creates it and reports its outcome.
+// manifest (--dry-run=client) or creates it and reports its outcome. The
+// reply is bound to the question read, by its uid and its spec digest: a
+// question replaced or changed since is not answered by it.
 func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) error {
 	if err := validation.ValidateAnswers(q.Spec.Questions, answers); err != nil {
 		return err
@@ -51,7 +53,10 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 	reply := &hitlv1.QuestionReply{
 		ObjectMeta: metav1.ObjectMeta{Name: o.replyName, Namespace: q.Namespace,
 			Labels: map[string]string{hitlv1.AgentLabel: q.Spec.Agent, hitlv1.QuestionLabel: q.Name}},
-		Spec: hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: q.Name, UID: q.UID}, Answers: answers},
+		Spec: hitlv1.QuestionReplySpec{
+			QuestionRef: hitlv1.QuestionReference{Name: q.Name, UID: q.UID, SpecDigest: q.Status.SpecDigest},
+			Answers:     answers,
+		},
 	}
 	if o.dryRun == "client" {
 		if reply.Name == "" {
@@ -85,15 +90,51 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 	return o.output.printObject(o.streams.Out, created)
 }
 
+// read reads the question to reply to. Unless the reply is printed as a
+// manifest (applied later, by whoever applies it), a second vote of the
+// user on a governed question is refused before the person is prompted
+// and before anything is created.
+func (o *replyOptions) read(ctx context.Context) (*hitlv1.UserQuestion, error) {
+	q, err := o.question(ctx, o.target)
+	if err != nil || o.dryRun == "client" {
+		return q, err
+	}
+	if err := o.checkVoter(ctx, q); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// checkVoter refuses, before anything is created, a second vote of the
+// user on a governed question, which the controller would reject
+// (DUPLICATE_VOTE). When the API server cannot say who the user is, it
+// says so and leaves the decision to the controller.
+func (c *common) checkVoter(ctx context.Context, q *hitlv1.UserQuestion) error {
+	ap := answerer.ApprovalOf(q)
+	if ap == nil {
+		return nil
+	}
+	me, err := c.whoAmI(ctx)
+	if err != nil {
+		fmt.Fprintf(c.streams.ErrOut, "warning: cannot tell whether you have voted on %s already: %v\n", q.Name, err)
+		return nil
+	}
+	return ap.CheckVoter(me)
+}
+
 func reportOutcome(c *common, out answerer.Outcome) error { return reportOutcomeTo(c.streams.Out, out) }
 
 // reportOutcomeTo writes a reply's outcome to w; a rejection is an
-// ExitRejected error instead.
+// ExitRejected error instead. Counted, a vote that did not decide its
+// question yet, is a success.
 func reportOutcomeTo(w io.Writer, out answerer.Outcome) error {
 	if err := out.Err(); err != nil {
 		return &ExitError{Code: ExitRejected, Err: fmt.Errorf("reply %s was rejected: %w", out.Reply, err)}
 	}
 	fmt.Fprintf(w, "reply %s: %s — %s\n", out.Reply, out.Outcome, out.Message)
+	if out.Outcome == hitlv1.OutcomeCounted {
+		fmt.Fprintln(w, "Your vote is counted; the question needs more approvals.")
+	}
 	return nil
 }
 
@@ -132,7 +173,7 @@ func (o *answerOptions) Complete() error { return o.complete() }
 func (o *answerOptions) Validate() error { return o.validate() }
 
 func (o *answerOptions) Run(ctx context.Context) error {
-	q, err := o.question(ctx, o.target)
+	q, err := o.read(ctx)
 	if err != nil {
 		return err
 	}
@@ -273,7 +314,7 @@ func (o *decideOptions) Complete() error { return o.complete() }
 func (o *decideOptions) Validate() error { return o.validate() }
 
 func (o *decideOptions) Run(ctx context.Context) error {
-	q, err := o.question(ctx, o.target)
+	q, err := o.read(ctx)
 	if err != nil {
 		return err
 	}

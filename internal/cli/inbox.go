@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -86,6 +87,9 @@ func (o *inboxOptions) Run(ctx context.Context) error {
 			continue
 		}
 		done[q.Name] = true
+		if o.voted(ctx, q) {
+			continue
+		}
 		if err := o.answer(ctx, a, in, q); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -100,6 +104,31 @@ func (o *inboxOptions) Run(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// voted reports whether the user has voted on q, a governed question,
+// already, and then says so instead of offering a second vote, which the
+// controller would reject (DUPLICATE_VOTE).
+func (o *inboxOptions) voted(ctx context.Context, q *hitlv1.UserQuestion) bool {
+	ap := answerer.ApprovalOf(q)
+	if ap == nil {
+		return false
+	}
+	me, err := o.whoAmI(ctx)
+	if err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "warning: cannot tell whether you have voted on %s already: %v\n", q.Name, err)
+		return false
+	}
+	v := ap.VoteOf(me)
+	if v == nil {
+		return false
+	}
+	fmt.Fprintf(o.streams.ErrOut, "%s/%s: you voted %s (votes %s)", q.Namespace, q.Name, v.Choice, ap.Tally)
+	if needs := ap.Needs(); len(needs) > 0 {
+		fmt.Fprintf(o.streams.ErrOut, "; it still needs %s", strings.Join(needs, "; "))
+	}
+	fmt.Fprint(o.streams.ErrOut, "\n\n")
+	return true
 }
 
 // answer holds a claim on q while the person answers, then sends the reply.
@@ -133,7 +162,15 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 	if err != nil {
 		return err
 	}
-	res, err := a.Reply(ctx, q.Name, answers)
+	// Bound to the question shown: its uid, and its spec digest once the
+	// controller has written it.
+	res, err := a.Create(ctx, &hitlv1.QuestionReply{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: q.Name + "-"},
+		Spec: hitlv1.QuestionReplySpec{
+			QuestionRef: hitlv1.QuestionReference{Name: q.Name, UID: q.UID, SpecDigest: q.Status.SpecDigest},
+			Answers:     answers,
+		},
+	})
 	if err != nil {
 		return err
 	}

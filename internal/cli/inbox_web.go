@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hitl-dev/hitl/internal/inbox"
 )
@@ -40,7 +37,7 @@ func (o *inboxOptions) runWeb(ctx context.Context) error {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("--address %q: the web inbox acts with your kubeconfig's identity and listens on loopback only (127.0.0.1, ::1 or localhost)", o.web.address)
 	}
-	user := o.whoAmI(ctx)
+	user := o.user(ctx)
 	auth, err := inbox.NewTokenAuth(inbox.Person{Username: user})
 	if err != nil {
 		return err
@@ -76,22 +73,12 @@ func (o *inboxOptions) runWeb(ctx context.Context) error {
 	return nil
 }
 
-// whoAmI names the kubeconfig's user as the API server authenticates it
-// (a SelfSubjectReview), for the page; the API server stamps the same
-// identity as the claims' holder. $USER when the API server cannot tell.
-func (o *inboxOptions) whoAmI(ctx context.Context) string {
-	fallback := os.Getenv("USER")
-	cfg, err := o.flags.ToRESTConfig()
-	if err != nil {
-		return fallback
+// user names the kubeconfig's user as the API server authenticates it
+// (common.whoAmI), for the page; the API server stamps the same identity
+// as the claims' holder. $USER when the API server cannot tell.
+func (o *inboxOptions) user(ctx context.Context) string {
+	if me, err := o.whoAmI(ctx); err == nil {
+		return me
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fallback
-	}
-	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil || r.Status.UserInfo.Username == "" {
-		return fallback
-	}
-	return r.Status.UserInfo.Username
+	return os.Getenv("USER")
 }

@@ -5,9 +5,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +55,12 @@ type common struct {
 	// waiting, queue behind itself).
 	qps   float32
 	burst int
+
+	// me is who the API server authenticates the client as, asked once
+	// (whoAmI); meErr says why it could not tell.
+	meOnce sync.Once
+	me     string
+	meErr  error
 }
 
 // Client-side request limits of kubectl hitl's commands (kubectl hitl mcp
@@ -78,6 +87,23 @@ func (c *common) complete() error {
 		return fmt.Errorf("reading the namespace: %w", err)
 	}
 	return nil
+}
+
+// whoAmI asks the API server, once per command, whom the client
+// authenticates as (a SelfSubjectReview): the username it stamps on the
+// replies and claims the command creates.
+func (c *common) whoAmI(ctx context.Context) (string, error) {
+	c.meOnce.Do(func() {
+		r := &authenticationv1.SelfSubjectReview{}
+		if err := c.client.Create(ctx, r); err != nil {
+			c.meErr = fmt.Errorf("asking the API server who you are (a SelfSubjectReview): %w", err)
+			return
+		}
+		if c.me = r.Status.UserInfo.Username; c.me == "" {
+			c.meErr = errors.New("asking the API server who you are: its SelfSubjectReview names no user")
+		}
+	})
+	return c.me, c.meErr
 }
 
 // scheme is the one scheme of the plugin's clients and printers, built on

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/answerer"
 )
 
 // tableStyle says which columns a question table has.
@@ -135,6 +136,7 @@ func printCard(w io.Writer, q *hitlv1.UserQuestion, now time.Time) {
 	for _, c := range q.Status.Claims {
 		fmt.Fprintf(w, "claimed by %s (claim %s): the window stays open while the claim lives\n", c.Holder, c.Name)
 	}
+	printVotes(w, q)
 	fmt.Fprintln(w, rule)
 	for i := range q.Spec.Questions {
 		printQuestion(w, &q.Spec.Questions[i])
@@ -153,6 +155,27 @@ func printCard(w io.Writer, q *hitlv1.UserQuestion, now time.Time) {
 	}
 	if q.Status.State == hitlv1.StateCancelled {
 		fmt.Fprintln(w, "Cancelled by the agent.")
+	}
+}
+
+// printVotes prints, for a governed question, what settles it, the votes
+// counted (who, and Approve or Reject) and, while it is undecided, what it
+// still needs.
+func printVotes(w io.Writer, q *hitlv1.UserQuestion) {
+	ap := answerer.ApprovalOf(q)
+	if ap == nil {
+		return
+	}
+	fmt.Fprintf(w, "votes %s: settles with %s\n", ap.Tally, ap.Rules())
+	for _, v := range ap.Votes {
+		fmt.Fprintf(w, "  %s: %s", user(&v.By), v.Choice)
+		if len(v.Sets) > 0 {
+			fmt.Fprintf(w, " (counts for %s)", strings.Join(v.Sets, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	if needs := ap.Needs(); len(needs) > 0 && !q.Status.State.Terminal() {
+		fmt.Fprintf(w, "still needed: %s\n", strings.Join(needs, "; "))
 	}
 }
 

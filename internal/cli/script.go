@@ -26,12 +26,16 @@ type result struct {
 	Pending  bool                `json:"pending,omitempty"`
 	Answers  []hitlv1.AnswerItem `json:"answers,omitempty"`
 	Late     bool                `json:"late,omitempty"`
+	// Approval is, on a governed question, the rule it settles by, the
+	// votes that decided it (so far, while it is pending) and its tally.
+	Approval *agent.Approval `json:"approval,omitempty"`
 }
 
 // printResult prints a decided question and returns the exit status a
-// script tells the outcomes apart by.
+// script tells the outcomes apart by. On a governed question the votes
+// are also said in words, on stderr.
 func (c *common) printResult(q *hitlv1.UserQuestion) error {
-	r := result{Question: q.Name, CallID: q.CallID()}
+	r := result{Question: q.Name, CallID: q.CallID(), Approval: agent.ApprovalOf(q)}
 	switch q.Status.State {
 	case hitlv1.StateSettled:
 		r.Answers = q.Status.Answers
@@ -41,6 +45,7 @@ func (c *common) printResult(q *hitlv1.UserQuestion) error {
 	case hitlv1.StateCancelled:
 		return &ExitError{Code: ExitCancelled, Err: fmt.Errorf("%s: question %s was cancelled", hitlv1.CodeAskAborted, q.Name)}
 	}
+	printVotes(c.streams.ErrOut, q)
 	if err := printValue(c.streams.Out, r, "json"); err != nil {
 		return err
 	}
@@ -68,7 +73,11 @@ func newAskCommand(c *common) *cobra.Command {
 settles (exit 0), {"pending": true, "callID": ...} when the window closes
 unanswered (exit 3), and exits 4 when the agent's question is cancelled
 elsewhere. Ctrl-C (SIGINT) or SIGTERM cancels the question (spec.cancelled)
-and exits 1 with an ASK_ABORTED message.`,
+and exits 1 with an ASK_ABORTED message. A question governed by an approval
+rule (an ApprovalPolicy, or the file's spec.approval) settles once enough
+people voted: the result then also holds "approval": its "rule", its "tally"
+and its "votes" (who voted, Approve or Reject); the votes are also printed
+on stderr.`,
 		Example: `  kubectl hitl ask -f question.yaml --agent deploy-bot --timeout 2m
   answers=$(kubectl hitl ask -f q.yaml) || [ $? -eq 3 ] && echo pending`,
 		Args: cobra.NoArgs,
@@ -112,7 +121,7 @@ func (o *askOptions) Run(ctx context.Context) error {
 		timeout = &o.timeout
 	}
 	a := agent.New(o.client, o.namespace, spec.Agent)
-	q, err := a.Create(ctx, agent.Request{Name: name, CallID: spec.CallID, Questions: spec.Questions}, timeout)
+	q, err := a.Create(ctx, agent.Request{Name: name, CallID: spec.CallID, Questions: spec.Questions, Approval: spec.Approval}, timeout)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Interrupted while asking: a named question may exist all the same.
@@ -285,7 +294,8 @@ func (o *admitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printValue(o.streams.Out, result{Question: res.Question, CallID: res.CallID, Answers: res.Answers, Late: true}, "json")
+	return printValue(o.streams.Out, result{Question: res.Question, CallID: res.CallID, Answers: res.Answers, Late: true,
+		Approval: res.Approval}, "json")
 }
 
 type withdrawOptions struct {

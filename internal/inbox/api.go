@@ -28,7 +28,10 @@ type target struct {
 
 type replyRequest struct {
 	target
-	Answers []hitlv1.AnswerItem `json:"answers"`
+	// SpecDigest is the question's status.specDigest the card showed;
+	// empty when the card was shown before the controller wrote it.
+	SpecDigest string              `json:"specDigest,omitempty"`
+	Answers    []hitlv1.AnswerItem `json:"answers"`
 }
 
 // outcomeResponse is what the page shows after a reply.
@@ -55,8 +58,10 @@ type problem struct {
 func holder(p Person) string { return p.Username + " (web)" }
 
 // serveReply validates a batch against the question with api/v1alpha1/validation
-// (BAD_ANSWER creates nothing), creates the QuestionReply as the person and
-// waits for the controller's outcome.
+// (BAD_ANSWER creates nothing), creates the QuestionReply as the person,
+// bound to the question the card showed (its uid and spec digest), and
+// waits for the controller's outcome. A second vote of the person on a
+// governed question creates nothing either (DUPLICATE_VOTE).
 func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 	var req replyRequest
 	a, ok := s.answererFor(w, r, p, &req, &req.target)
@@ -65,7 +70,10 @@ func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 	}
 	reply := &hitlv1.QuestionReply{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: req.Name + "-", Namespace: req.Namespace},
-		Spec:       hitlv1.QuestionReplySpec{QuestionRef: hitlv1.QuestionReference{Name: req.Name, UID: req.UID}, Answers: req.Answers},
+		Spec: hitlv1.QuestionReplySpec{
+			QuestionRef: hitlv1.QuestionReference{Name: req.Name, UID: req.UID, SpecDigest: req.SpecDigest},
+			Answers:     req.Answers,
+		},
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReplyTimeout)
 	defer cancel()

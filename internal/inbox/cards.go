@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/pkg/answerer"
 )
 
 // cardView is what the card template shows of a question (an ask): its
@@ -35,7 +36,12 @@ type cardView struct {
 	// Decision is "plan" or "approval" when the ask is one question with
 	// that intent: the card then ends in decision buttons.
 	Decision string
-	Status   statusView
+	// Digest is the question's status.specDigest when the card was made,
+	// which the page's reply carries: a reply to a question changed since
+	// counts for nothing (QUESTION_CHANGED). Empty until the controller
+	// has written it.
+	Digest string
+	Status statusView
 }
 
 type questionView struct {
@@ -84,6 +90,30 @@ type statusView struct {
 	More      int32
 	Queued    *replyView
 	Settled   *replyView
+	// Votes is set on a question an approval rule governs.
+	Votes *votesView
+}
+
+// votesView is a governed question's votes as a person sees them.
+type votesView struct {
+	// Tally is status.tally ("1/2", "1/2 (1 no)"); Rules what settles
+	// the question, in words.
+	Tally string
+	Rules string
+	Votes []voteView
+	// Needs is what the question still needs, in words; empty once it is
+	// decided.
+	Needs string
+	// Mine is the person's own vote: the card then offers no other.
+	Mine *voteView
+}
+
+type voteView struct {
+	By     string
+	Choice string
+	// Sets are the rule's sets of approvers the approval counts for.
+	Sets string
+	Mine bool
 }
 
 type replyView struct {
@@ -121,7 +151,7 @@ func newCard(q *hitlv1.UserQuestion, p Person, locales []string, now time.Time) 
 	id := domID(q)
 	c := cardView{
 		DomID: id, Key: key(q), Order: order(q), Namespace: q.Namespace, Name: q.Name, UID: string(q.UID),
-		Agent: q.Spec.Agent, CallID: q.CallID(), Status: newStatus(q, p, now),
+		Agent: q.Spec.Agent, CallID: q.CallID(), Digest: q.Status.SpecDigest, Status: newStatus(q, p, now),
 	}
 	specs := make([]specView, 0, len(q.Spec.Questions))
 	for i := range q.Spec.Questions {
@@ -230,6 +260,29 @@ func newStatus(q *hitlv1.UserQuestion, p Person, now time.Time) statusView {
 			v.Settled.Mine = s.AnsweredBy.Username == p.Username
 		}
 	}
+	v.Votes = newVotes(q, p, st)
+	return v
+}
+
+// newVotes is the votes of a governed question, as person sees them; nil
+// when no approval rule governs it.
+func newVotes(q *hitlv1.UserQuestion, p Person, st hitlv1.QuestionState) *votesView {
+	ap := answerer.ApprovalOf(q)
+	if ap == nil {
+		return nil
+	}
+	v := &votesView{Tally: ap.Tally, Rules: ap.Rules()}
+	for _, vote := range ap.Votes {
+		vv := voteView{By: vote.By.Username, Choice: string(vote.Choice), Sets: strings.Join(vote.Sets, ", "),
+			Mine: p.Username != "" && vote.By.Username == p.Username}
+		if vv.Mine {
+			v.Mine = &vv
+		}
+		v.Votes = append(v.Votes, vv)
+	}
+	if !st.Terminal() {
+		v.Needs = strings.Join(ap.Needs(), "; ")
+	}
 	return v
 }
 
@@ -320,6 +373,11 @@ var explanations = map[string]string{
 	string(hitlv1.OutcomeApplied):  "The agent has your answer: the question is settled.",
 	string(hitlv1.OutcomeQueued):   "The window had closed, so your reply is queued: the agent will take it when ready. You can withdraw it until then.",
 	string(hitlv1.OutcomeAdmitted): "The agent took your late reply.",
+	string(hitlv1.OutcomeCounted):  "Your vote is counted; the question needs more approvals.",
+	string(hitlv1.CodeDuplicateVote): "You have already voted on this question: each person votes once, " +
+		"and your first vote stands.",
+	string(hitlv1.CodeQuestionChanged): "The question changed since this card was shown, so nothing was counted: " +
+		"reload the page and read it again.",
 	string(hitlv1.CodeNotAnswerable): "The question can no longer be answered: it was settled (someone answered first), " +
 		"cancelled by the agent, or deleted.",
 	string(hitlv1.CodeReplyQueued): "Someone's late reply to this question is already queued and waits for the agent; " +

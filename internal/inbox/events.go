@@ -67,6 +67,12 @@ type item struct {
 	// part of it that changes.
 	Card   string `json:"card,omitempty"`
 	Status string `json:"status"`
+	// Digest is the question's status.specDigest, for a card made before
+	// the controller wrote it.
+	Digest string `json:"digest,omitempty"`
+	// Voted: the person has voted on the governed question; the card
+	// offers no second vote.
+	Voted bool `json:"voted,omitempty"`
 }
 
 // message is one server-sent event's data.
@@ -210,7 +216,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, p Person) {
 // item renders a question for the page.
 func (s *Server) item(q *hitlv1.UserQuestion, p Person, locs []string, now time.Time) item {
 	c := newCard(q, p, locs, now)
-	it := item{Key: c.Key, DomID: c.DomID, RV: q.ResourceVersion, State: c.Status.State, Active: active(q), Order: c.Order}
+	it := item{Key: c.Key, DomID: c.DomID, RV: q.ResourceVersion, State: c.Status.State, Active: active(q), Order: c.Order,
+		Digest: c.Digest, Voted: c.Status.Votes != nil && c.Status.Votes.Mine != nil}
 	var buf bytes.Buffer
 	if it.Active {
 		if err := s.page.ExecuteTemplate(&buf, "card", c); err != nil {

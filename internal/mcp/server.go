@@ -153,6 +153,8 @@ and optional options [{label, description}] (single-select unless multiSelect; a
 Without timeout the call waits until a person answers. With timeout (e.g. "30s") it returns
 {"pending": true, "callID": ...} when the window closes unanswered; the question stays answerable
 and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom}]}.
+When an approval rule governs the question (N people must approve), it settles once enough people voted,
+and the result also holds "approval": the rule, its "tally" and its "votes" [{by, choice}].
 Example: {"questions":[{"id":"env","question":"Where should I deploy?","options":[{"label":"staging"},{"label":"prod"}]}],"timeout":"2m"}`
 
 const listDescription = `List this agent's questions: the active ones (Open or Continued, in ask order) and the settled

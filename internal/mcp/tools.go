@@ -64,12 +64,57 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 	if err != nil {
 		return AskResult{}, "", err
 	}
-	out := AskResult{Question: res.Question, CallID: res.CallID, Pending: res.Pending, Answers: res.Answers}
+	out := AskResult{Question: res.Question, CallID: res.CallID, Pending: res.Pending, Answers: res.Answers, Approval: approvalOf(res.Approval)}
 	if res.Pending {
 		return out, fmt.Sprintf("pending: nobody answered question %s (callID %s) within %s. It stays open to people; "+
-			"work on, and later check get_queued_replies and admit_reply for a late answer.", res.Question, res.CallID, in.Timeout), nil
+			"work on, and later check get_queued_replies and admit_reply for a late answer.", res.Question, res.CallID, in.Timeout) +
+			withVotes("", out.Approval), nil
 	}
-	return out, renderAnswers(in.Questions, res.Answers), nil
+	return out, withVotes(renderAnswers(in.Questions, res.Answers), out.Approval), nil
+}
+
+// approvalOf is a governed question's rule and votes as the tools return
+// them; nil for a question no approval rule governs.
+func approvalOf(a *agent.Approval) *Approval {
+	if a == nil {
+		return nil
+	}
+	out := &Approval{Approvals: a.Rule.Approvals, From: a.Rule.From, Veto: a.Rule.Veto, ExcludeRequester: a.Rule.ExcludeRequester,
+		Tally: a.Tally, Votes: []Vote{}}
+	for _, p := range a.Rule.Policies {
+		out.Policies = append(out.Policies, p.Name)
+	}
+	for _, v := range a.Votes {
+		vote := Vote{By: v.By.Username, Choice: string(v.Choice), Sets: v.Sets, Reply: v.Reply}
+		if !v.At.IsZero() {
+			vote.At = v.At.UTC().Format(time.RFC3339Nano)
+		}
+		out.Votes = append(out.Votes, vote)
+	}
+	return out
+}
+
+// withVotes adds to text, on a line of their own, a governed question's
+// votes: "votes 2/2 (2 approvals needed): alice Approve, bob Approve".
+func withVotes(text string, a *Approval) string {
+	if a == nil {
+		return text
+	}
+	votes := make([]string, 0, len(a.Votes))
+	for _, v := range a.Votes {
+		votes = append(votes, orUnknown(v.By)+" "+v.Choice)
+	}
+	if len(votes) == 0 {
+		votes = append(votes, "none yet")
+	}
+	return text + fmt.Sprintf("\nvotes %s (%d %s needed): %s", a.Tally, a.Approvals, plural(int(a.Approvals), "approval", "approvals"), strings.Join(votes, ", "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // argumentsError names the tool's argument instead of the UserQuestion's
@@ -97,11 +142,15 @@ func (s *Server) list(ctx context.Context, req *mcp.CallToolRequest, _ NoArgs) (
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d active, %d settled question(s) of agent %s.\n", len(v.Active), len(v.Settled), a.Name())
 	for _, q := range v.Active {
-		out.Active = append(out.Active, ActiveQuestion{Question: q.Name, CallID: q.CallID, State: string(q.State), Questions: q.Questions})
+		a := ActiveQuestion{Question: q.Name, CallID: q.CallID, State: string(q.State), Questions: q.Questions, Approval: approvalOf(q.Approval)}
+		out.Active = append(out.Active, a)
 		fmt.Fprintf(&b, "- %s (callID %s): %s\n", q.Name, q.CallID, q.State)
+		if a.Approval != nil {
+			fmt.Fprintf(&b, "%s\n", indent(strings.TrimPrefix(withVotes("", a.Approval), "\n")))
+		}
 	}
 	for _, q := range v.Settled {
-		s := SettledQuestion{Question: q.Name, CallID: q.CallID, Answers: q.Answers, Late: q.Late}
+		s := SettledQuestion{Question: q.Name, CallID: q.CallID, Answers: q.Answers, Late: q.Late, Approval: approvalOf(q.Approval)}
 		if !q.At.IsZero() {
 			s.At = q.At.UTC().Format(time.RFC3339Nano)
 		}
@@ -110,7 +159,7 @@ func (s *Server) list(ctx context.Context, req *mcp.CallToolRequest, _ NoArgs) (
 		if q.Late {
 			late = ", late"
 		}
-		fmt.Fprintf(&b, "- %s (callID %s): Settled%s\n%s\n", q.Name, q.CallID, late, indent(renderAnswers(nil, q.Answers)))
+		fmt.Fprintf(&b, "- %s (callID %s): Settled%s\n%s\n", q.Name, q.CallID, late, indent(withVotes(renderAnswers(nil, q.Answers), s.Approval)))
 	}
 	return out, strings.TrimRight(b.String(), "\n"), nil
 }
@@ -179,8 +228,9 @@ func (s *Server) admit(ctx context.Context, req *mcp.CallToolRequest, in AdmitAr
 	if err != nil {
 		return AdmitResult{}, "", err
 	}
-	return AdmitResult{Question: res.Question, CallID: res.CallID, Answers: res.Answers},
-		fmt.Sprintf("admitted late reply %s on question %s (callID %s):\n%s", in.Reply, res.Question, res.CallID, renderAnswers(nil, res.Answers)), nil
+	out := AdmitResult{Question: res.Question, CallID: res.CallID, Answers: res.Answers, Approval: approvalOf(res.Approval)}
+	return out, fmt.Sprintf("admitted late reply %s on question %s (callID %s):\n%s", in.Reply, res.Question, res.CallID,
+		withVotes(renderAnswers(nil, res.Answers), out.Approval)), nil
 }
 
 func (s *Server) cancel(ctx context.Context, req *mcp.CallToolRequest, in CancelArgs) (CancelResult, string, error) {

@@ -21,6 +21,27 @@ type AskResult struct {
 	CallID   string              `json:"callID" jsonschema:"the id UIs key the question's card by"`
 	Pending  bool                `json:"pending,omitempty" jsonschema:"true when the window closed unanswered: the question stays answerable and a late reply may come (see get_queued_replies)"`
 	Answers  []hitlv1.AnswerItem `json:"answers,omitempty" jsonschema:"the answer batch: one item {id, selected[], custom} per question; an item with neither selected nor custom is a skip"`
+	Approval *Approval           `json:"approval,omitempty" jsonschema:"present when an approval rule governed the question: the rule and the votes that decided it (so far, when pending); the answers are the deciding vote's"`
+}
+
+// Approval is how a governed question settles: its rule and its votes.
+type Approval struct {
+	Approvals        int32                `json:"approvals" jsonschema:"how many distinct people had to approve"`
+	From             []hitlv1.ApproverSet `json:"from,omitempty" jsonschema:"sets of approvers {name, groups, users, minimum}, each of which had to give at least minimum of the approvals"`
+	Veto             bool                 `json:"veto,omitempty" jsonschema:"true: the first rejecting vote settles the question as rejected"`
+	ExcludeRequester bool                 `json:"excludeRequester,omitempty" jsonschema:"true: the identity that asked may not vote"`
+	Policies         []string             `json:"policies,omitempty" jsonschema:"the ApprovalPolicies the rule came from"`
+	Tally            string               `json:"tally,omitempty" jsonschema:"approving people over approvals required, e.g. 2/2, with (n no) when some rejected"`
+	Votes            []Vote               `json:"votes" jsonschema:"the votes, in the order they were counted: on a settled question the ones that decided it, the deciding one last"`
+}
+
+// Vote is one person's vote on a governed question.
+type Vote struct {
+	By     string   `json:"by" jsonschema:"who voted, as the API server authenticated them"`
+	Choice string   `json:"choice" jsonschema:"Approve or Reject"`
+	Sets   []string `json:"sets,omitempty" jsonschema:"the rule's sets of approvers (from[].name) the approval counts for"`
+	Reply  string   `json:"reply" jsonschema:"the QuestionReply that carried the vote"`
+	At     string   `json:"at,omitempty" jsonschema:"when the vote was counted (RFC 3339)"`
 }
 
 // NoArgs are the arguments of a tool that takes none.
@@ -38,6 +59,7 @@ type ActiveQuestion struct {
 	CallID    string            `json:"callID"`
 	State     string            `json:"state" jsonschema:"Open (the asking call may still return the answer) or Continued (an answer can only come as a late reply)"`
 	Questions []hitlv1.Question `json:"questions"`
+	Approval  *Approval         `json:"approval,omitempty" jsonschema:"present when an approval rule governs the question: the rule and the votes counted so far"`
 }
 
 // SettledQuestion is a settled question and its answers.
@@ -47,6 +69,7 @@ type SettledQuestion struct {
 	Answers  []hitlv1.AnswerItem `json:"answers"`
 	Late     bool                `json:"late,omitempty" jsonschema:"true when the answers came as an admitted late reply"`
 	At       string              `json:"at,omitempty" jsonschema:"when the question settled (RFC 3339)"`
+	Approval *Approval           `json:"approval,omitempty" jsonschema:"present when an approval rule governed the question: the rule and the votes that decided it"`
 }
 
 // QueuedResult is what get_queued_replies returns.
@@ -75,6 +98,7 @@ type AdmitResult struct {
 	Question string              `json:"question"`
 	CallID   string              `json:"callID"`
 	Answers  []hitlv1.AnswerItem `json:"answers" jsonschema:"the admitted batch, to be handled as a new turn"`
+	Approval *Approval           `json:"approval,omitempty" jsonschema:"present when an approval rule governed the question: the rule and the votes that decided it, the admitted reply's last"`
 }
 
 // CancelArgs are the arguments of cancel_question.

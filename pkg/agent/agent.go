@@ -85,6 +85,11 @@ type Request struct {
 	// Labels are extra labels for the question. The hitl.dev/agent label is
 	// added; a conflicting one is refused with AGENT_MISMATCH.
 	Labels map[string]string
+	// Approval is the agent's own approval rule (spec.approval): the
+	// question settles once that many distinct people approved. It may
+	// only be as strict as the ApprovalPolicies that govern the question,
+	// or stricter. Nil leaves the question to the policies, if any.
+	Approval *hitlv1.ApprovalRule
 }
 
 // Result is what an ask returned to the agent.
@@ -99,7 +104,12 @@ type Result struct {
 	// later as a late reply.
 	Pending bool
 	// Answers is the settled batch, one item per question; empty when Pending.
+	// On a governed question it is the batch of the deciding vote.
 	Answers []hitlv1.AnswerItem
+	// Approval is, on a question an approval rule governs, the rule and
+	// the votes that decided it (when Pending, the votes counted so far);
+	// nil when no rule governed it and the first valid reply settled it.
+	Approval *Approval
 }
 
 // Create creates the question of req, with a foreground window of timeout
@@ -123,7 +133,7 @@ func (a *Agent) Create(ctx context.Context, req Request, timeout *time.Duration)
 
 // question builds the UserQuestion of an ask.
 func (a *Agent) question(req Request, timeout *time.Duration) *hitlv1.UserQuestion {
-	spec := hitlv1.UserQuestionSpec{Agent: a.name, CallID: req.CallID, Questions: req.Questions}
+	spec := hitlv1.UserQuestionSpec{Agent: a.name, CallID: req.CallID, Questions: req.Questions, Approval: req.Approval}
 	q := &hitlv1.UserQuestion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: a.namespace, Name: req.Name, Labels: map[string]string{}},
 		// A copy: the API server's answer is decoded into q, and must not
@@ -230,17 +240,20 @@ func (a *Agent) abort(ctx context.Context, question string) error {
 
 // askResult is what a question that left Open returns to the asking call.
 func askResult(q *hitlv1.UserQuestion) (Result, error) {
-	r := Result{Question: q.Name, CallID: q.CallID()}
 	switch q.Status.State {
 	case hitlv1.StateSettled:
-		r.Answers = q.Status.Answers
-		return r, nil
+		return settledResult(q), nil
 	case hitlv1.StateContinued:
-		r.Pending = true
-		return r, nil
+		return Result{Question: q.Name, CallID: q.CallID(), Pending: true, Approval: ApprovalOf(q)}, nil
 	default:
 		return Result{}, coded(hitlv1.CodeAskAborted, nil, "question %s was cancelled", q.Name)
 	}
+}
+
+// settledResult is a settled question's answers and, when it was
+// governed, its rule and the votes that decided it.
+func settledResult(q *hitlv1.UserQuestion) Result {
+	return Result{Question: q.Name, CallID: q.CallID(), Answers: q.Status.Answers, Approval: ApprovalOf(q)}
 }
 
 // Name is the agent the Agent asks as.

@@ -33,9 +33,11 @@ func (a *Agent) Cancel(ctx context.Context, question string) error {
 // question with the queued batch (status.settlement.late), and returns that
 // batch. A reply that is not queued on the question (never queued, already
 // withdrawn, or the question finished) gives NOT_ANSWERABLE and changes
-// nothing. Admitting the reply the question already admitted is allowed, so
-// a call whose ctx ended after the admission was written (the question then
-// settles anyway) can be repeated to read the batch.
+// nothing. On a governed question the queued reply is the vote that
+// decided it, and the Result holds the votes. Admitting the reply the
+// question already admitted is allowed, so a call whose ctx ended after
+// the admission was written (the question then settles anyway) can be
+// repeated to read the batch.
 func (a *Agent) Admit(ctx context.Context, question, reply string) (Result, error) {
 	_, err := a.update(ctx, question, func(q *hitlv1.UserQuestion) (bool, error) {
 		return a.admit(ctx, q, reply)
@@ -55,7 +57,7 @@ func (a *Agent) Admit(ctx context.Context, question, reply string) (Result, erro
 	if s := q.Status.Settlement; q.Status.State != hitlv1.StateSettled || s == nil || s.Reply != reply {
 		return Result{}, notAnswerable(nil, "question %s was %s before reply %s was admitted", question, q.Status.State, reply)
 	}
-	return Result{Question: q.Name, CallID: q.CallID(), Answers: q.Status.Answers}, nil
+	return settledResult(q), nil
 }
 
 // admit decides on a fresh read whether reply may be admitted on q, and

@@ -28,6 +28,9 @@ type PendingQuestion struct {
 	// State is Open while the asking call may still return the answer, and
 	// Continued once the answer can only arrive as a late reply.
 	State hitlv1.QuestionState
+	// Approval is, on a governed question, the rule it settles by and the
+	// votes counted so far; nil when no approval rule governs it.
+	Approval *Approval
 }
 
 // SettledQuestion is a question and the batch it settled with: the one that
@@ -44,6 +47,9 @@ type SettledQuestion struct {
 	Late bool
 	// At is when the question was settled.
 	At time.Time
+	// Approval is, on a governed question, the rule it settled by and the
+	// votes that decided it; nil when no approval rule governed it.
+	Approval *Approval
 }
 
 // Projection reads all the agent's questions, at one resourceVersion, and
@@ -64,11 +70,12 @@ func project(items []hitlv1.UserQuestion) View {
 	var v View
 	for i := range active {
 		q := &active[i]
-		v.Active = append(v.Active, PendingQuestion{Name: q.Name, CallID: q.CallID(), Questions: q.Spec.Questions, State: q.State()})
+		v.Active = append(v.Active, PendingQuestion{Name: q.Name, CallID: q.CallID(), Questions: q.Spec.Questions, State: q.State(),
+			Approval: ApprovalOf(q)})
 	}
 	for i := range settled {
 		q := &settled[i]
-		s := SettledQuestion{Name: q.Name, CallID: q.CallID(), Answers: q.Status.Answers}
+		s := SettledQuestion{Name: q.Name, CallID: q.CallID(), Answers: q.Status.Answers, Approval: ApprovalOf(q)}
 		if st := q.Status.Settlement; st != nil {
 			s.Late, s.At = st.Late, st.At.Time
 		}

@@ -34,7 +34,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -58,6 +60,11 @@ type Answerer struct {
 	// holder names the Answerer in its logs; it is not written into claims.
 	holder string
 	agents []string
+
+	// voterName is who the API server authenticates the client as, asked
+	// once (see voter); "" when it could not tell.
+	voterOnce sync.Once
+	voterName string
 }
 
 // New returns an Answerer that acts through c in namespace and serves the
@@ -100,6 +107,20 @@ func (a *Answerer) question(ctx context.Context, namespace, name string) (*hitlv
 		return nil, apiError(err, "reading question %s", name)
 	}
 	return q, nil
+}
+
+// voter asks the API server, once, whom the Answerer's client
+// authenticates as (a SelfSubjectReview): the identity its replies vote
+// as. It is "" when the API server cannot tell; the controller then alone
+// refuses a second vote.
+func (a *Answerer) voter(ctx context.Context) string {
+	a.voterOnce.Do(func() {
+		r := &authenticationv1.SelfSubjectReview{}
+		if err := a.client.Create(ctx, r); err == nil {
+			a.voterName = r.Status.UserInfo.Username
+		}
+	})
+	return a.voterName
 }
 
 // apiError returns an API server error as a coded *validation.Error when

@@ -21,7 +21,10 @@ type Outcome struct {
 	// Reply is the QuestionReply's name; Withdraw takes it.
 	Reply string
 	// Outcome is Applied (the question is Settled), Queued (it waits for
-	// the agent to admit it; it may be withdrawn until then) or Rejected.
+	// the agent to admit it; it may be withdrawn until then), Counted (a
+	// vote on a governed question, counted in its status.votes, that did
+	// not decide it: the question waits for more approvals; the outcome is
+	// final, and a success) or Rejected.
 	Outcome hitlv1.ReplyOutcome
 	// Reason is the error code of a Rejected reply.
 	Reason hitlv1.ErrorCode
@@ -29,7 +32,8 @@ type Outcome struct {
 	Message string
 }
 
-// Err returns nil unless the reply was Rejected; then a *validation.Error
+// Err returns nil unless the reply was Rejected (Applied, Queued and
+// Counted are successes); then a *validation.Error
 // with the reason as its code and the message, without its "CODE: "
 // prefix, as its rule, so that a rejection by the controller reads like a
 // denial by the webhook.
@@ -56,7 +60,15 @@ func (a *Answerer) Reply(ctx context.Context, question string, answers []hitlv1.
 // it names none) and waits until the controller gives it an outcome.
 //
 // It first checks the batch against the question, so that a BAD_ANSWER
-// (or a missing question, NOT_ANSWERABLE) creates nothing. The API
+// (or a missing question, NOT_ANSWERABLE) creates nothing. The reply is
+// bound to the question read: its spec.questionRef.uid and, once the
+// controller has written it, spec.questionRef.specDigest (a reply whose
+// digest is not the question's is Rejected, QUESTION_CHANGED, so that a
+// vote prepared for one question never counts for another). A reply the
+// caller bound to a question that has since been replaced (another uid)
+// or changed (another digest) creates nothing, and so does a second vote
+// on a governed question by the identity the Answerer acts as
+// (DUPLICATE_VOTE; see Approval.CheckVoter). The API
 // server's admission denials come back coded: REPLY_QUEUED,
 // NOT_ANSWERABLE, FORBIDDEN, BAD_ANSWER. Once the reply exists, the error
 // is nil whatever the outcome, Rejected included: see Outcome.Err. reply
@@ -76,8 +88,21 @@ func (a *Answerer) Create(ctx context.Context, reply *hitlv1.QuestionReply) (Out
 		return Outcome{}, notAnswerable("question %s was replaced (its uid is %s, not %s); read it again", q.Name, q.UID, ref)
 	}
 	reply.Spec.QuestionRef.UID = q.UID
+	if ref := reply.Spec.QuestionRef.SpecDigest; ref != "" && ref != q.Status.SpecDigest {
+		return Outcome{}, &validation.Error{Code: hitlv1.CodeQuestionChanged, Field: "spec.questionRef.specDigest", Rule: fmt.Sprintf(
+			"question %s is not the one the reply was prepared for (its status.specDigest is %q, not %s); read it again",
+			q.Name, q.Status.SpecDigest, ref)}
+	}
+	if q.Status.SpecDigest != "" {
+		reply.Spec.QuestionRef.SpecDigest = q.Status.SpecDigest
+	}
 	if err := validation.ValidateAnswers(q.Spec.Questions, reply.Spec.Answers); err != nil {
 		return Outcome{}, err
+	}
+	if ap := ApprovalOf(q); ap != nil {
+		if err := ap.CheckVoter(a.voter(ctx)); err != nil {
+			return Outcome{}, err
+		}
 	}
 	// Naming the agent lets the admission policy refuse at once a user who
 	// may not answer it (FORBIDDEN); the owner reference lets the reply go

@@ -181,8 +181,9 @@
       if (n.dataset.order > item.order) { before = n; break; }
     }
     list.insertBefore(li, before);
-    var c = {key: item.key, li: li, rv: item.rv, state: item.state, claim: null, answered: false, done: false,
-      spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name, uid: li.dataset.uid};
+    var c = {key: item.key, li: li, rv: item.rv, state: item.state, claim: null, answered: false, done: false, voted: false,
+      spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name, uid: li.dataset.uid,
+      digest: li.dataset.digest};
     cards.set(item.key, c);
     return c;
   }
@@ -201,6 +202,10 @@
     c.rv = item.rv;
     c.state = item.state;
     c.li.dataset.state = item.state;
+    // The reply is bound to the question the card shows: a card made
+    // before the controller wrote the question's digest takes it now.
+    if (!c.digest && item.digest) { c.digest = item.digest; }
+    setVoted(c, !!item.voted);
     if (!item.active) {
       finish(c, item.state === 'Cancelled' ? 'The agent cancelled this question.' :
         'This question was settled' + (c.answered ? '.' : ' by another answer.'));
@@ -208,6 +213,25 @@
       dropClaim(c, 'The window has closed: your answer will be queued until the agent takes it.');
     }
     tick();
+  }
+
+  // setVoted shows that the person has voted on a governed question (its
+  // status says how), and takes the answer controls away: each person
+  // votes once. A card left open keeps showing the outcome of the vote
+  // until it is closed. A vote that goes (a queued one withdrawn) gives
+  // them back.
+  function setVoted(c, voted) {
+    if (c.voted === voted) { return; }
+    c.voted = voted;
+    c.li.classList.toggle('voted', voted);
+    c.li.querySelector('[data-form]').hidden = voted;
+    var toggle = c.li.querySelector('[data-action="toggle"]');
+    if (voted) {
+      releaseClaim(c);
+      toggle.hidden = !c.li.classList.contains('open');
+    } else {
+      toggle.hidden = false;
+    }
   }
 
   function remove(key) {
@@ -269,6 +293,7 @@
     btn.textContent = yes ? 'Close' : 'Answer';
     c.li.querySelector('.card-body').hidden = !yes;
     c.li.classList.toggle('open', yes);
+    if (!yes && c.voted) { btn.hidden = true; }
     if (yes) {
       var first = c.li.querySelector('form input:not([type=hidden]):not([disabled]), form textarea, form [tabindex="0"], form button');
       if (first) { first.focus(); }
@@ -301,7 +326,7 @@
   }
 
   function takeClaim(c) {
-    if (c.claim || c.done || !timedAndOpen(c)) { return; }
+    if (c.claim || c.done || c.voted || !timedAndOpen(c)) { return; }
     c.claim = {pending: true};
     post('api/claim', {namespace: c.namespace, name: c.name}).then(function (r) {
       if (r.status !== 200) {
@@ -454,11 +479,16 @@
     var buttons = c.li.querySelectorAll('form button');
     buttons.forEach(function (b) { b.disabled = true; });
     c.li.querySelector('[data-outcome]').textContent = 'Sending…';
-    post('api/reply', {namespace: c.namespace, name: c.name, uid: c.uid, answers: answers}).then(function (r) {
+    var req = {namespace: c.namespace, name: c.name, uid: c.uid, answers: answers};
+    if (c.digest) { req.specDigest = c.digest; }
+    post('api/reply', req).then(function (r) {
       c.li.querySelector('[data-outcome]').textContent = '';
       if (r.status === 200 || r.status === 202) {
         showOutcome(c, r.body);
-        if (r.body.outcome === 'Applied' || r.body.outcome === 'Queued' || r.status === 202) {
+        // Counted: a vote that did not decide its question yet, final and
+        // healthy.
+        var o = r.body.outcome;
+        if (o === 'Applied' || o === 'Queued' || o === 'Counted' || r.status === 202) {
           c.answered = true;
           releaseClaim(c);
           c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = true; });
