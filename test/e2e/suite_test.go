@@ -54,8 +54,9 @@ var (
 
 	// admin sets up and reads for assertions; manager is the manager's
 	// kubeconfig (its ServiceAccount's token); alice and bob are people,
-	// users with client certificates and no rights until a spec binds them.
-	admin, manager, alice, bob actor
+	// users with client certificates and no rights until a spec binds them;
+	// platform is the platform team, which writes ApprovalPolicies.
+	admin, manager, alice, bob, platform actor
 )
 
 // The agent of every spec's namespace: a ServiceAccount named after the
@@ -78,6 +79,7 @@ var _ = BeforeSuite(func() {
 	manager = actor{"manager", filepath.Join(workDir, "kubeconfig-manager")}
 	alice = actor{"alice", filepath.Join(workDir, "kubeconfig-alice")}
 	bob = actor{"bob", filepath.Join(workDir, "kubeconfig-bob")}
+	platform = actor{"platform", filepath.Join(workDir, "kubeconfig-platform")}
 	var err error
 	install, err = testenv.DefaultInstall()
 	Expect(err).NotTo(HaveOccurred())
@@ -92,7 +94,7 @@ var _ = BeforeSuite(func() {
 	}
 	// localcp brings up the control plane, admission and the manager's
 	// RBAC and kubeconfig; the suite runs the manager itself, to stop it.
-	localcp = exec.Command(filepath.Join(binDir, "localcp"), "--write-kubeconfig", admin.kubeconfig, "--users", "alice,bob",
+	localcp = exec.Command(filepath.Join(binDir, "localcp"), "--write-kubeconfig", admin.kubeconfig, "--users", "alice,bob,platform",
 		"--manager", "")
 	stdout, err := localcp.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
