@@ -107,19 +107,27 @@ func (o *replyOptions) read(ctx context.Context) (*hitlv1.UserQuestion, error) {
 
 // checkVoter refuses, before anything is created, a second vote of the
 // user on a governed question, which the controller would reject
-// (DUPLICATE_VOTE). When the API server cannot say who the user is, it
-// says so and leaves the decision to the controller.
+// (DUPLICATE_VOTE).
 func (c *common) checkVoter(ctx context.Context, q *hitlv1.UserQuestion) error {
-	ap := answerer.ApprovalOf(q)
-	if ap == nil {
-		return nil
+	if ap, me, ok := c.voter(ctx, q); ok {
+		return ap.CheckVoter(me)
+	}
+	return nil
+}
+
+// voter is the approval rule of q and the user's name, when q is governed
+// and the API server says who the user is. When it cannot, voter says so
+// and leaves the decision to the controller: ok is false.
+func (c *common) voter(ctx context.Context, q *hitlv1.UserQuestion) (ap *answerer.Approval, me string, ok bool) {
+	if ap = answerer.ApprovalOf(q); ap == nil {
+		return nil, "", false
 	}
 	me, err := c.whoAmI(ctx)
 	if err != nil {
 		fmt.Fprintf(c.streams.ErrOut, "warning: cannot tell whether you have voted on %s already: %v\n", q.Name, err)
-		return nil
+		return nil, "", false
 	}
-	return ap.CheckVoter(me)
+	return ap, me, true
 }
 
 func reportOutcome(c *common, out answerer.Outcome) error { return reportOutcomeTo(c.streams.Out, out) }

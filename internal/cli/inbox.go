@@ -110,13 +110,8 @@ func (o *inboxOptions) Run(ctx context.Context) error {
 // already, and then says so instead of offering a second vote, which the
 // controller would reject (DUPLICATE_VOTE).
 func (o *inboxOptions) voted(ctx context.Context, q *hitlv1.UserQuestion) bool {
-	ap := answerer.ApprovalOf(q)
-	if ap == nil {
-		return false
-	}
-	me, err := o.whoAmI(ctx)
-	if err != nil {
-		fmt.Fprintf(o.streams.ErrOut, "warning: cannot tell whether you have voted on %s already: %v\n", q.Name, err)
+	ap, me, ok := o.voter(ctx, q)
+	if !ok {
 		return false
 	}
 	v := ap.VoteOf(me)
