@@ -39,6 +39,9 @@ const (
 	// outsider holds hitl-answerer, whose resourceNames do not list the
 	// agent: it may reply and claim, but not answer or claim the agent.
 	outsider = "mallory"
+	// platform is the platform team, which writes ApprovalPolicies
+	// (hitl-policy-admin).
+	platform = "platform"
 )
 
 // holders answer the agent.
@@ -52,6 +55,8 @@ type identity struct {
 	// role is the shipped ClusterRole bound to it; rules its own Role.
 	role  string
 	rules []rbacv1.PolicyRule
+	// groups are the groups the API server authenticates it in.
+	groups []string
 }
 
 var (
@@ -66,10 +71,11 @@ var (
 var identities = []identity{
 	{name: agent, serviceAccount: true, role: "hitl-agent", rules: []rbacv1.PolicyRule{answerAgent, answerReplies}},
 	{name: otherAgent, serviceAccount: true, role: "hitl-agent"},
-	{name: "alice", role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent}},
-	{name: "bob", role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent}},
-	{name: editor, role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent, updateQuestions}},
+	{name: "alice", role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent}, groups: groupsOf["alice"]},
+	{name: "bob", role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent}, groups: groupsOf["bob"]},
+	{name: editor, role: "hitl-answerer", rules: []rbacv1.PolicyRule{answerAgent, updateQuestions}, groups: groupsOf[editor]},
 	{name: outsider, role: "hitl-answerer"},
+	{name: platform, role: "hitl-policy-admin"},
 }
 
 // updatesQuestions reports whether RBAC lets an identity update questions
@@ -124,7 +130,7 @@ func setUpIdentities(ctx context.Context, admin client.Client, cfg *rest.Config,
 			}
 		}
 		as := rest.CopyConfig(cfg)
-		as.Impersonate = rest.ImpersonationConfig{UserName: username}
+		as.Impersonate = rest.ImpersonationConfig{UserName: username, Groups: id.groups}
 		c, err := client.New(as, client.Options{Scheme: admin.Scheme()})
 		if err != nil {
 			return nil, err
@@ -138,7 +144,7 @@ func setUpIdentities(ctx context.Context, admin client.Client, cfg *rest.Config,
 // `kubectl apply -f` would.
 func installExampleRoles(ctx context.Context, admin client.Client) error {
 	dir := filepath.Join(testenv.Root(), "config", "rbac", "examples")
-	for _, file := range []string{"hitl_agent.yaml", "hitl_answerer.yaml"} {
+	for _, file := range []string{"hitl_agent.yaml", "hitl_answerer.yaml", "hitl_policy_admin.yaml"} {
 		data, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			return err

@@ -65,6 +65,9 @@ type Tenancy struct {
 	// Answerers may answer the agent (RBAC verb answer), the agent itself
 	// among them when it holds the grant.
 	Answerers []string
+	// Groups are the groups each identity is in, as the API server
+	// authenticates it (and admission stamps them on its replies).
+	Groups map[string][]string
 }
 
 // Question is the model's view of one UserQuestion.
@@ -103,6 +106,14 @@ type Question struct {
 
 	// Deleted is true once the question's TTL after finishing has passed.
 	Deleted bool
+
+	// Rule is the approval rule fixed on the controller's first look (nil:
+	// ungoverned, the first valid reply settles); Candidates, while not
+	// empty, are the rules it may have been given (see Model.candidates).
+	Rule       *Rule
+	Candidates []Candidate
+	// Votes are the votes counted (status.votes), in order.
+	Votes []Vote
 }
 
 // Settlement is how a question was settled.
@@ -114,6 +125,8 @@ type Settlement struct {
 	Gen   int
 	Late  bool
 	Slot  int
+	// Votes are the votes that decided a governed question.
+	Votes []Vote
 }
 
 // Reply is the model's view of one QuestionReply.
@@ -125,9 +138,12 @@ type Reply struct {
 	// under a deleted reply's name is a new reply (followed by UID).
 	Gen int
 	// Valid is whether the batch follows the batch rules for its question.
-	Valid   bool
-	Outcome hitlv1.ReplyOutcome
-	Reason  hitlv1.ErrorCode
+	Valid bool
+	// Approves is the batch's choice as a vote: it picks the approving
+	// option of every Approval and PlanReview question.
+	Approves bool
+	Outcome  hitlv1.ReplyOutcome
+	Reason   hitlv1.ErrorCode
 	// Deleted is true once the reply is gone: withdrawn or deleted by the
 	// test, or deleted with its question.
 	Deleted bool
@@ -155,6 +171,14 @@ type Model struct {
 
 	agent     string
 	answerers map[string]bool
+	groups    map[string][]string
+
+	// policies are the ApprovalPolicies that exist; states every set of
+	// them there has been, in order (states[0] is none), and synced the
+	// oldest the controller's cache may still hold.
+	policies map[string]Policy
+	states   [][]Policy
+	synced   int
 
 	// down is true while the manager is stopped: nothing is decided until
 	// it starts again, when it sees everything that happened meanwhile.
@@ -181,7 +205,7 @@ type shownOutcome struct {
 // clock starts at t0.
 func New(t0 time.Time, t Tenancy) *Model {
 	m := &Model{T0: t0, Questions: map[string]*Question{}, Replies: map[string]*Reply{}, Claims: map[string]*Claim{},
-		agent: t.Agent, answerers: map[string]bool{},
+		agent: t.Agent, answerers: map[string]bool{}, groups: t.Groups, policies: map[string]Policy{}, states: [][]Policy{nil},
 		Seen: map[string]int{}, held: map[string]bool{}, shown: map[string]shownOutcome{}}
 	for _, a := range t.Answerers {
 		m.answerers[a] = true
@@ -227,6 +251,13 @@ type Ask struct {
 	// NeedsOtherApprover is true when the ask holds an Approval or
 	// PlanReview intent.
 	NeedsOtherApprover bool
+	// Agent is spec.agent (the tenancy's agent when empty), Intents the
+	// intents of its questions, Labels its labels, and Own its
+	// spec.approval: what decides which policies govern it, and its rule.
+	Agent   string
+	Intents []hitlv1.IntentType
+	Labels  map[string]string
+	Own     *RuleSpec
 }
 
 // Ask records a new question, asked by the tenancy's agent. A timed
@@ -239,8 +270,27 @@ func (m *Model) Ask(a Ask) *Question {
 		q.Deadline = WindowStart(a.Created, a.AskedAt).Add(*a.Timeout)
 		q.DeadlineSlot = m.SlotOf(q.Deadline)
 	}
+	agentName := a.Agent
+	if agentName == "" {
+		agentName = m.agent
+	}
+	if a.Own != nil {
+		m.Seen["asks with their own spec.approval"]++
+	}
+	cands := m.candidates(agentName, a.Intents, a.Labels, a.Own)
+	q.Rule = cands[0].Rule
+	for _, c := range cands[1:] {
+		if c.Rule.String() != q.Rule.String() {
+			q.Rule, q.Candidates = nil, cands
+			m.Seen["asks in a policy race window with several possible rules"]++
+			break
+		}
+	}
+	if !q.Pending() {
+		m.noteGoverned(q)
+	}
 	m.Questions[a.Name] = q
-	m.logf("ask %s: Open", a.Name)
+	m.logf("ask %s: Open, rule %s", a.Name, q.Rule)
 	m.settle()
 	return q
 }
@@ -255,6 +305,11 @@ type Sent struct {
 	// Labelled is true when the reply names its agent (label
 	// hitl.dev/agent), as kubectl hitl and the answerer SDK send it.
 	Labelled bool
+	// Approves is the batch's choice as a vote (see Reply.Approves).
+	Approves bool
+	// WrongDigest is true when spec.questionRef.specDigest is set and is
+	// not the question's (QUESTION_CHANGED).
+	WrongDigest bool
 }
 
 // Reply records a new reply to the named question, which may be missing,
@@ -273,7 +328,7 @@ func (m *Model) Reply(s Sent) (*Reply, error) {
 	if s.Labelled && !m.answerers[s.By] {
 		return nil, ErrForbidden
 	}
-	r := &Reply{Name: s.Name, Question: s.Question, By: s.By, Gen: 1, Valid: s.Valid}
+	r := &Reply{Name: s.Name, Question: s.Question, By: s.By, Gen: 1, Valid: s.Valid, Approves: s.Approves}
 	if was := m.Replies[s.Name]; was != nil {
 		r.Gen = was.Gen + 1
 		m.Seen["replies re-created under a deleted reply's name"]++
@@ -293,12 +348,18 @@ func (m *Model) Reply(s Sent) (*Reply, error) {
 		m.reject(r, hitlv1.CodeForbidden, "the author may not answer the agent")
 	case s.By == q.AskedBy && q.NeedsOtherApprover:
 		m.reject(r, hitlv1.CodeSelfApproval, "the asker answers its own "+string(q.State)+" question")
+	case s.WrongDigest:
+		m.reject(r, hitlv1.CodeQuestionChanged, "the reply names another spec digest")
+	case q.Pending():
+		panic(fmt.Sprintf("reply %s to question %s, whose rule is not known yet", s.Name, s.Question))
 	case q.State == hitlv1.StateSettled || q.State == hitlv1.StateCancelled:
 		m.reject(r, hitlv1.CodeNotAnswerable, "question "+string(q.State))
 	case q.State == hitlv1.StateContinued && q.Queued != "":
 		m.reject(r, hitlv1.CodeReplyQueued, "already queued: "+q.Queued)
 	case !s.Valid:
 		m.reject(r, hitlv1.CodeBadAnswer, "bad batch")
+	case q.Rule != nil:
+		m.vote(q, r, s.Approves)
 	case q.State == hitlv1.StateContinued:
 		q.Queued, q.QueuedSlot, q.QueuedGen = s.Name, m.Slots, r.Gen
 		r.Outcome = hitlv1.OutcomeQueued
@@ -365,6 +426,10 @@ func (m *Model) Cancel(question, by string) error {
 			m.Seen["cancelled with a queued reply"]++
 			m.noteShown(m.Replies[q.Queued])
 			m.reject(m.Replies[q.Queued], hitlv1.CodeNotAnswerable, "cancelled while queued")
+			if q.Rule != nil {
+				q.unvote(q.Queued, q.QueuedGen)
+				m.Seen["cancelled with a queued deciding vote"]++
+			}
 			q.Queued = ""
 		}
 		m.logf("cancel %s: Cancelled", question)
@@ -406,6 +471,10 @@ func (m *Model) DeleteReply(name, by string) error {
 		m.Seen["deleted before its new outcome was written"]++
 	}
 	if q := m.question(r.Question); q != nil && q.Queued == name {
+		if q.Rule != nil {
+			q.unvote(q.Queued, q.QueuedGen)
+			m.Seen["withdrawn queued deciding votes"]++
+		}
 		q.Queued = ""
 		m.Seen["withdrawn"]++
 		m.logf("withdraw %s from %s", name, q.Name)
@@ -475,6 +544,7 @@ func (m *Model) Stop() { m.down = true }
 // renewed, and everything that came due meanwhile is decided now.
 func (m *Model) Start() {
 	m.down = false
+	m.synced = len(m.states) - 1 // the new manager's cache lists the policies afresh
 	clear(m.shown)
 	for _, c := range m.Claims {
 		c.Live = true
@@ -546,6 +616,9 @@ func (m *Model) question(name string) *Question {
 func (m *Model) settleWith(q *Question, reply string, late bool) {
 	q.State = hitlv1.StateSettled
 	q.Settlement = &Settlement{Reply: reply, Gen: m.Replies[reply].Gen, Late: late, Slot: m.Slots}
+	if q.Rule != nil {
+		q.Settlement.Votes = append([]Vote(nil), q.Votes...)
+	}
 	q.FinishedSlot = m.Slots
 	q.Queued = ""
 }

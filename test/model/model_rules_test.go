@@ -394,3 +394,113 @@ func TestOnlyAnswerersClaimAndOnlyTheHolderRenewsOrReleases(t *testing.T) {
 		t.Fatalf("renewing a missing claim: %v", err)
 	}
 }
+
+// Votes (docs/approvals.md): a namespace where carol is in group sre.
+func newVotingModel() *Model {
+	return New(t0, Tenancy{Agent: bot, Answerers: []string{alice, bob, "carol", bot}, Groups: map[string][]string{"carol": {"sre"}}})
+}
+
+func vote(t *testing.T, m *Model, name, question, by string, approve bool) {
+	t.Helper()
+	if _, err := m.Reply(Sent{Name: name, Question: question, By: by, Valid: true, Labelled: true, Approves: approve}); err != nil {
+		t.Fatalf("reply %s: %v", name, err)
+	}
+}
+
+func TestTwoApprovalsFromSRESettle(t *testing.T) {
+	m := newVotingModel()
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: 2, From: []Set{{Name: "sre", Groups: []string{"sre"}, Minimum: 1}}}})
+	q := m.Ask(Ask{Name: "q", Created: t0.Add(time.Second)})
+	seenLatest(m, "q")
+	if got := q.Rule.String(); got != "approvals=2 veto=true excludeRequester=true from=[p/sre:g[sre]:u[]:min1] policies=[p@1]" {
+		t.Fatalf("rule %s", got)
+	}
+	vote(t, m, "a", "q", alice, true)
+	vote(t, m, "a2", "q", alice, true)
+	vote(t, m, "self", "q", bot, true)
+	vote(t, m, "b", "q", bob, true)
+	expectOutcome(t, m, "a", hitlv1.OutcomeCounted, "")
+	expectOutcome(t, m, "a2", hitlv1.OutcomeRejected, hitlv1.CodeDuplicateVote)
+	expectOutcome(t, m, "self", hitlv1.OutcomeRejected, hitlv1.CodeSelfApproval)
+	expectOutcome(t, m, "b", hitlv1.OutcomeCounted, "")
+	if q.Tally() != "2/2" || q.State != hitlv1.StateOpen {
+		t.Fatalf("tally %s, state %s: the set's minimum is missing", q.Tally(), q.State)
+	}
+	vote(t, m, "c", "q", "carol", true)
+	expectOutcome(t, m, "c", hitlv1.OutcomeApplied, "")
+	if q.State != hitlv1.StateSettled || len(q.Settlement.Votes) != 3 || q.Settlement.Votes[2].Sets[0] != "p/sre" {
+		t.Fatalf("%s %+v", q.State, q.Settlement)
+	}
+}
+
+func TestVetoAndRejectionsWithoutVeto(t *testing.T) {
+	m := newVotingModel()
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: 2}})
+	m.Ask(Ask{Name: "veto", Created: t0.Add(time.Second)})
+	seenLatest(m, "veto")
+	vote(t, m, "a", "veto", alice, false)
+	expectOutcome(t, m, "a", hitlv1.OutcomeApplied, "")
+	expectState(t, m, "veto", hitlv1.StateSettled)
+
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: 2, Veto: ptrFalse()}})
+	q := m.Ask(Ask{Name: "noveto", Created: t0.Add(time.Second)})
+	seenLatest(m, "noveto")
+	vote(t, m, "b", "noveto", alice, false)
+	expectOutcome(t, m, "b", hitlv1.OutcomeCounted, "")
+	if q.Tally() != "0/2 (1 no)" {
+		t.Fatalf("tally %s", q.Tally())
+	}
+	vote(t, m, "c", "noveto", bob, false)
+	expectOutcome(t, m, "c", hitlv1.OutcomeApplied, "")
+	if m.Questions["veto"].Rule.Policies[0].Gen != 1 || q.Rule.Policies[0].Gen != 2 {
+		t.Fatal("a policy's edit reaches only the questions asked after it")
+	}
+}
+
+func TestDecidingVoteQueuedWithdrawnAndCancelled(t *testing.T) {
+	m := newVotingModel()
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: 2}})
+	q := timed(m, "q", time.Hour)
+	seenLatest(m, "q")
+	vote(t, m, "a", "q", alice, true)
+	m.Step(3)
+	expectState(t, m, "q", hitlv1.StateContinued)
+	vote(t, m, "b", "q", bob, true)
+	expectOutcome(t, m, "b", hitlv1.OutcomeQueued, "")
+	vote(t, m, "c", "q", "carol", true)
+	expectOutcome(t, m, "c", hitlv1.OutcomeRejected, hitlv1.CodeReplyQueued)
+	must(t, m.DeleteReply("b", bob))
+	if q.Tally() != "1/2" {
+		t.Fatalf("tally %s after the withdrawal", q.Tally())
+	}
+	vote(t, m, "b2", "q", bob, true)
+	expectOutcome(t, m, "b2", hitlv1.OutcomeQueued, "")
+	must(t, m.Cancel("q", bot))
+	expectOutcome(t, m, "b2", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	if q.Tally() != "1/2" || len(q.Votes) != 1 {
+		t.Fatalf("tally %s, votes %v after the cancellation", q.Tally(), q.Votes)
+	}
+}
+
+func ptrFalse() *bool { b := false; return &b }
+
+// seenLatest records that the controller saw the latest policies when it
+// first looked at a question asked in a race window.
+func seenLatest(m *Model, name string) {
+	if q := m.Questions[name]; q.Pending() {
+		m.FixRule(name, len(q.Candidates)-1)
+	}
+}
+
+func TestAPolicyRaceLeavesEitherRule(t *testing.T) {
+	m := newVotingModel()
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: 2}})
+	q := m.Ask(Ask{Name: "q", Created: t0.Add(time.Second)})
+	if !q.Pending() || len(q.Candidates) != 2 || q.Candidates[0].Rule != nil {
+		t.Fatalf("candidates %v: the controller may not have seen the policy yet", q.Candidates)
+	}
+	m.FixRule("q", 1)
+	if r := m.Ask(Ask{Name: "r", Created: t0.Add(time.Second)}); r.Pending() || r.Rule == nil {
+		t.Fatal("a question asked after one that saw the policy sees it too")
+	}
+}

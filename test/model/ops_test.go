@@ -66,6 +66,8 @@ var weights = []struct {
 	{kAdmit, 8}, {kAdmitWrong, 3}, {kWithdraw, 5}, {kDeleteReply, 2}, {kCancel, 5}, {kStep, 14}, {kRestart, 3},
 	// One operation in eight is an attack.
 	{kForeignChange, 3}, {kForeignWithdraw, 2}, {kReuse, 3}, {kSelfReply, 3}, {kOutsiderClaim, 1}, {kForeignClaim, 2},
+	// Approval policies and votes.
+	{kPolicy, 3}, {kPolicyAttack, 1}, {kVote, 10}, {kDupVote, 2}, {kWrongDigest, 2},
 }
 
 // op is one operation, as generated and as the report prints it.
@@ -93,6 +95,14 @@ type op struct {
 	Seconds int32
 	// Slots is a clock step.
 	Slots int
+	// Policy is the ApprovalPolicy a kPolicy writes, with the shape
+	// (policyShapes) it gives it; Own is the ask's spec.approval
+	// (ownRules[Own-1]), 0 for none; Digest is the spec digest a reply
+	// carries: "", digestRight or digestWrong.
+	Policy      string
+	PolicyShape int
+	Own         int
+	Digest      string
 	// Want is the API server's answer the model predicts: "" (accepted),
 	// or the refusal.
 	Want string
@@ -120,10 +130,22 @@ func (o op) String() string {
 		if len(o.Claims) > 0 {
 			fmt.Fprintf(&b, " claims=%v", o.Claims)
 		}
-	case kReply, kBadReply, kOutsider, kSelfReply, kReuse:
+		if o.Own > 0 {
+			fmt.Fprintf(&b, " approval=%s", ownRules[o.Own-1].String())
+		}
+	case kReply, kBadReply, kOutsider, kSelfReply, kReuse, kVote, kDupVote, kWrongDigest:
 		fmt.Fprintf(&b, " %s -> %s by %s %s", o.R, o.Q, o.By, batchString(o.Answers))
 		if !o.Labelled {
 			b.WriteString(" unlabelled")
+		}
+		if o.Digest != "" {
+			fmt.Fprintf(&b, " digest=%s", o.Digest)
+		}
+	case kPolicy, kPolicyAttack:
+		fmt.Fprintf(&b, " %s %s by %s", o.Change, o.Policy, o.By)
+		if o.Change != policyDelete {
+			p := policyShapes[o.PolicyShape]
+			fmt.Fprintf(&b, " shape=%d selector=%v rule=%s", o.PolicyShape, p.Selector, p.Rule.String())
 		}
 	case kClaim, kOutsiderClaim:
 		fmt.Fprintf(&b, " %s on %s by %s for %ds", o.Claim, o.Q, o.By, o.Seconds)
@@ -432,6 +454,9 @@ func (g *generator) ask(kind string) op {
 	if blocking(o.Shape) {
 		o.Timeout = 0
 	}
+	if g.rng.Intn(4) == 0 {
+		o.Own = 1 + g.rng.Intn(len(ownRules))
+	}
 	switch g.rng.Intn(10) {
 	case 0, 1:
 		o.TTL = ptrTo(int32(0))
@@ -512,11 +537,24 @@ func (g *generator) try(kind string) (op, bool) {
 		return g.ask(kind), true
 	case kReply, kBadReply, kOutsider:
 		return g.reply(kind, g.target()), true
+	case kPolicy:
+		return g.policy()
+	case kPolicyAttack:
+		o, _ := g.policy()
+		o.Kind, o.By = kPolicyAttack, g.pick([]string{agent, otherAgent, editor, outsider})
+		return o, true
+	case kVote, kDupVote:
+		return g.vote(kind)
+	case kWrongDigest:
+		o := g.reply(kReply, g.target())
+		o.Kind, o.Digest = kWrongDigest, digestWrong
+		return o, true
 	case kSelfReply:
-		// Mostly a question the agent may not answer itself.
+		// Mostly a question the agent may not answer itself, or one a
+		// rule governs.
 		var own []string
 		for _, name := range g.existing() {
-			if g.m.Questions[name].NeedsOtherApprover {
+			if q := g.m.Questions[name]; q.NeedsOtherApprover || q.Rule != nil {
 				own = append(own, name)
 			}
 		}

@@ -125,11 +125,11 @@ func TestModel(t *testing.T) {
 	if err := rec.start(ctx, c, ns.Name); err != nil {
 		t.Fatal(err)
 	}
-	m := model.New(t0, model.Tenancy{Agent: agent, Answerers: append([]string{agent}, holders...)})
+	m := model.New(t0, model.Tenancy{Agent: agent, Answerers: append([]string{agent}, holders...), Groups: groupsOf})
 	d := &driver{t: t, g: NewWithT(t), ctx: ctx, c: c, as: as, env: env, ns: ns.Name, seed: seed,
 		clock: clocktesting.NewFakeClock(t0), m: m, rec: rec,
 		gen:   &generator{rng: rand.New(rand.NewSource(seed)), m: m, shapeOf: map[string]int{}},
-		kinds: map[string]int{}, refused: map[string]int{}}
+		kinds: map[string]int{}, refused: map[string]int{}, digests: map[string]string{}}
 	d.startManager()
 	t.Cleanup(func() { d.stopManager() })
 
@@ -199,6 +199,9 @@ type driver struct {
 	// reacts to.
 	lastWrite   time.Time
 	comparisons int
+	// digests are the questions' spec digests, as the test computes them
+	// from what the API server returned at creation.
+	digests map[string]string
 }
 
 func (d *driver) startManager() {
@@ -314,8 +317,10 @@ func (d *driver) run(o *op) {
 		// yet, before the question itself.
 		d.waitQuiet()
 		d.ask(o)
-	case kReply, kBadReply, kOutsider, kSelfReply, kReuse:
+	case kReply, kBadReply, kOutsider, kSelfReply, kReuse, kVote, kDupVote, kWrongDigest:
 		d.reply(o)
+	case kPolicy, kPolicyAttack:
+		d.policy(o)
 	case kClaim, kOutsiderClaim:
 		d.claim(o)
 	case kRenew:
@@ -444,9 +449,17 @@ func (d *driver) ask(o *op) {
 	case "stale":
 		q.Spec.AskedAt = &metav1.MicroTime{Time: time.Now().Add(-10 * time.Minute)}
 	}
+	var own *model.RuleSpec
+	if o.Own > 0 {
+		own = &ownRules[o.Own-1]
+		rule := ruleSpec(own)
+		q.Spec.Approval = &rule
+	}
 	d.must(d.client(o.By).Create(d.ctx, q))
 	d.lastWrite = time.Now()
-	a := model.Ask{Name: o.Q, Created: q.CreationTimestamp.Time, TTL: o.TTL, NeedsOtherApprover: needsOtherApprover(o.Shape)}
+	d.digests[o.Q] = hitlv1.SpecDigest(&q.Spec)
+	a := model.Ask{Name: o.Q, Created: q.CreationTimestamp.Time, TTL: o.TTL, NeedsOtherApprover: needsOtherApprover(o.Shape),
+		Agent: agent, Intents: intentsOf(o.Shape), Labels: map[string]string{hitlv1.AgentLabel: agent}, Own: own}
 	if q.Spec.AskedAt != nil {
 		a.AskedAt = &q.Spec.AskedAt.Time
 	}
@@ -464,6 +477,12 @@ func (d *driver) reply(o *op) {
 		r.Labels = map[string]string{hitlv1.AgentLabel: agent}
 	}
 	r.Spec.Answers = o.Answers
+	switch o.Digest {
+	case digestRight:
+		r.Spec.QuestionRef.SpecDigest = d.digests[o.Q]
+	case digestWrong:
+		r.Spec.QuestionRef.SpecDigest = wrongDigest
+	}
 	d.rec.noteSending(o.R, sent{answers: o.Answers, by: d.as[o.By].username})
 	err := d.client(o.By).Create(d.ctx, r)
 	d.lastWrite = time.Now()
@@ -472,8 +491,52 @@ func (d *driver) reply(o *op) {
 	} else {
 		d.rec.noteRefused(o.R)
 	}
-	_, predicted := d.m.Reply(model.Sent{Name: o.R, Question: o.Q, By: o.By, Valid: o.Valid, Labelled: o.Labelled})
+	shape, asked := d.gen.shapeOf[o.Q]
+	_, predicted := d.m.Reply(model.Sent{Name: o.R, Question: o.Q, By: o.By, Valid: o.Valid, Labelled: o.Labelled,
+		Approves: asked && approves(shape, o.Answers), WrongDigest: o.Digest == digestWrong})
 	d.expect(o, predicted, "reply-identity", err)
+}
+
+// policy creates, edits or deletes an ApprovalPolicy as o.By: the
+// platform team, or (kPolicyAttack) an identity RBAC refuses.
+func (d *driver) policy(o *op) {
+	shape := policyShapes[o.PolicyShape]
+	obj := &hitlv1.ApprovalPolicy{ObjectMeta: metav1.ObjectMeta{Name: o.Policy, Namespace: d.ns}, Spec: policySpec(&shape)}
+	c := d.client(o.By)
+	var err error
+	switch o.Change {
+	case policyCreate:
+		err = c.Create(d.ctx, obj)
+	case policyEdit:
+		for range 20 {
+			cur := &hitlv1.ApprovalPolicy{}
+			if o.Kind == kPolicyAttack {
+				cur = obj.DeepCopy()
+			} else if err = c.Get(d.ctx, d.key(o.Policy), cur); err != nil {
+				break
+			}
+			cur.Spec = obj.Spec
+			if err = c.Update(d.ctx, cur); !apierrors.IsConflict(err) {
+				obj = cur
+				break
+			}
+		}
+	case policyDelete:
+		err = c.Delete(d.ctx, obj)
+	}
+	if o.Kind == kPolicyAttack {
+		d.expect(o, errRBAC, "", err)
+		return
+	}
+	d.expect(o, nil, "", err)
+	if o.Change == policyDelete {
+		d.m.DeletePolicy(o.Policy)
+		return
+	}
+	shape.Name = o.Policy
+	if gen := d.m.PutPolicy(shape); obj.Generation != gen {
+		d.fail("operation %d (%s): policy %s is at generation %d, the model says %d", d.index, o, o.Policy, obj.Generation, gen)
+	}
 }
 
 // claim creates a QuestionClaim on o.Q, which may not exist yet (so the
