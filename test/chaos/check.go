@@ -203,6 +203,9 @@ func (c *checker) reply(name string) {
 		if next == outcome || next == "" && v.Deleted {
 			continue
 		}
+		// none → any outcome (the recorder may have missed a Queued
+		// version), Queued → Admitted; Applied, Admitted, Rejected and
+		// Counted are final.
 		legal := outcome == "" || outcome == hitlv1.OutcomeQueued && next == hitlv1.OutcomeAdmitted
 		if !legal {
 			c.violate("reply-outcome-changed", obj, "outcome went from %s to %s", outcome, next)
@@ -236,7 +239,15 @@ func (c *checker) reply(name string) {
 		if q.Status.State != hitlv1.StateCancelled && (q.Status.QueuedReply == nil || q.Status.QueuedReply.Name != name || q.Status.State != hitlv1.StateContinued) {
 			c.violate("reply-outcome", obj, "Queued, but question %s is %s and queues %v", q.Name, q.Status.State, q.Status.QueuedReply)
 		}
+	case r.Status.Outcome == hitlv1.OutcomeCounted:
+		c.counted(obj, r, q)
 	case r.Status.Outcome == hitlv1.OutcomeRejected:
+		switch r.Status.Reason {
+		case hitlv1.CodeDuplicateVote:
+			c.rep.Approvals.DuplicateVotes++
+		case hitlv1.CodeSelfApproval:
+			c.rep.Approvals.SelfApprovals++
+		}
 		if settledBy(q) == name {
 			c.violate("reply-outcome", obj, "Rejected, but question %s is settled by it", q.Name)
 		}
@@ -290,6 +301,7 @@ func (c *checker) question(name string) {
 	last := lastQuestion(vs)
 	c.rep.States[string(last.Status.State)]++
 	c.settlement(obj, last)
+	c.approvals(name)
 	if continued != nil {
 		c.window(obj, name, continued)
 		if last.Status.State == hitlv1.StateSettled && last.Status.Settlement != nil && !last.Status.Settlement.Late {

@@ -31,6 +31,13 @@ import (
 const (
 	agents    = 6
 	answerers = 4
+	// governedAgent's questions are governed by the ApprovalPolicy
+	// chaos-two-approvers, which the platform identity writes at start:
+	// each needs two distinct answerers, one of them among the first
+	// three (the set "core"), so that any two distinct answerers meet it.
+	governedAgent = "agent-0"
+	policyName    = "chaos-two-approvers"
+	platform      = "platform"
 )
 
 // cluster is the local control plane: etcd and a kube-apiserver that the
@@ -156,7 +163,51 @@ func (k *cluster) setUp(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return k.governOneAgent(ctx)
+}
+
+// governOneAgent binds the shipped hitl-policy-admin role to the platform
+// ServiceAccount and, as that identity, writes the ApprovalPolicy that
+// governs governedAgent's questions. It is written before the replicas
+// start, so that their caches hold it when the first question is asked.
+func (k *cluster) governOneAgent(ctx context.Context) error {
+	cr, err := exampleRole("hitl_policy_admin.yaml", nil)
+	if err != nil {
+		return err
+	}
+	if err := k.admin.Create(ctx, cr); err != nil {
+		return err
+	}
+	if err := k.admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: platform}}); err != nil {
+		return err
+	}
+	if err := k.admin.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: cr.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: k.namespace, Name: platform}},
+	}); err != nil {
+		return err
+	}
+	c, err := k.client(ctx, k.namespace, platform)
+	if err != nil {
+		return err
+	}
+	var core []string
+	for i := range min(3, answerers) {
+		core = append(core, serviceAccountUser(k.namespace, answererName(i)))
+	}
+	return c.Create(ctx, &hitlv1.ApprovalPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: policyName},
+		Spec: hitlv1.ApprovalPolicySpec{
+			Selector: hitlv1.ApprovalSelector{Agents: []string{governedAgent}},
+			Rule: hitlv1.ApprovalRule{Approvals: 2,
+				From: []hitlv1.ApproverSet{{Name: "core", Users: core, Minimum: 1}}},
+		},
+	})
+}
+
+func serviceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
 }
 
 func agentName(i int) string    { return fmt.Sprintf("agent-%d", i) }

@@ -68,6 +68,7 @@ type report struct {
 	UnseenWithdrawn int           `json:"unseenWithdrawn"`
 	Failovers       []failover    `json:"failovers"`
 	Deposed         deposedWrites `json:"deposedWrites"`
+	Approvals       approvalStats `json:"approvals"`
 
 	Settle stats `json:"settleLatency"`
 	// Lateness of windows closed (Continued) after their deadline: Raw
@@ -131,6 +132,9 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "reply outcomes:   %s\n", counts(r.Outcomes))
 	fmt.Fprintf(w, "question states:  %s\n", counts(r.States))
+	a := r.Approvals
+	fmt.Fprintf(w, "approvals:        governed questions %d (settled %d), votes %d (%d in settlements), Counted replies %d, DUPLICATE_VOTE %d, SELF_APPROVAL %d; approval invariants checked %d\n",
+		a.Governed, a.Settled, a.Votes, a.SettledVotes, a.Counted, a.DuplicateVotes, a.SelfApprovals, a.Checked)
 	var acquire, workers, write []time.Duration
 	for _, f := range r.Failovers {
 		acquire = append(acquire, time.Duration(f.ToAcquire*float64(time.Millisecond)))

@@ -169,6 +169,9 @@ type scenario struct {
 	rng *rand.Rand
 	mu  sync.Mutex // guards rng for the goroutines a scenario starts
 	tag int
+	// governed: the question's agent is governedAgent, so that every
+	// reply is a vote and two distinct answerers settle it.
+	governed bool
 	// bg counts the goroutines the scenario started; run waits for them.
 	bg sync.WaitGroup
 }
@@ -238,6 +241,10 @@ func (s *scenario) run(ctx context.Context) {
 	defer s.bg.Wait()
 	kind := s.kind()
 	ag := s.w.agents[s.intn(len(s.w.agents))]
+	s.governed = ag.Name() == governedAgent
+	if s.governed {
+		s.w.op("scenario:governed", nil)
+	}
 	name := fmt.Sprintf("q%05d", s.id)
 	req := s.request(name)
 	s.w.op("scenario:"+kind, nil)
@@ -300,9 +307,66 @@ func (s *scenario) ask(ctx context.Context, ag *agent.Agent, req agent.Request, 
 	return res, err == nil
 }
 
-// reply replies once, retrying the calls that failed without reaching
-// the API server (nothing was created), and records the outcome.
+// reply answers the question as a: once on a question no policy
+// governs; on a governed one, its vote and then, while the question is
+// undecided (Open or Continued, nothing queued), the votes of other
+// answerers that have not voted yet, until one decides it (Applied or
+// Queued) or is refused. It returns what the last reply was told.
 func (s *scenario) reply(ctx context.Context, a *answerer.Answerer, question string) replyView {
+	v := s.replyOnce(ctx, a, question)
+	if !s.governed {
+		return v
+	}
+	return s.complete(ctx, question, v)
+}
+
+// complete sends the votes a governed question still needs, each from an
+// answerer that has not voted on it, after last was Counted or refused as
+// a DUPLICATE_VOTE (the one that sent it had voted already).
+func (s *scenario) complete(ctx context.Context, question string, last replyView) replyView {
+	for range 2 * answerers {
+		duplicate := last.Reason == hitlv1.CodeDuplicateVote || strings.Contains(last.Err, string(hitlv1.CodeDuplicateVote))
+		if last.Outcome != hitlv1.OutcomeCounted && !duplicate {
+			return last
+		}
+		var q hitlv1.UserQuestion
+		read := false
+		for range 20 {
+			if ctx.Err() != nil {
+				return last
+			}
+			if err := s.w.reader.Get(ctx, client.ObjectKey{Namespace: s.w.namespace, Name: question}, &q); err == nil {
+				read = true
+				break
+			}
+			sleep(ctx, 500*time.Millisecond)
+		}
+		if !read || q.Status.State.Terminal() || q.Status.QueuedReply != nil || q.Status.Approval == nil {
+			return last
+		}
+		voted := map[string]bool{}
+		for _, v := range q.Status.Votes {
+			voted[v.By.Username] = true
+		}
+		var next *answerer.Answerer
+		for i, off := 0, s.intn(answerers); i < answerers; i++ {
+			j := (off + i) % answerers
+			if !voted[serviceAccountUser(s.w.namespace, answererName(j))] {
+				next = s.w.answerers[j]
+				break
+			}
+		}
+		if next == nil {
+			return last
+		}
+		last = s.replyOnce(ctx, next, question)
+	}
+	return last
+}
+
+// replyOnce replies once, retrying the calls that failed without reaching
+// the API server (nothing was created), and records the outcome.
+func (s *scenario) replyOnce(ctx context.Context, a *answerer.Answerer, question string) replyView {
 	batch := s.batch()
 	for attempt := 0; ; attempt++ {
 		v := replyView{Question: question, Sent: time.Now()}
@@ -379,7 +443,7 @@ func (s *scenario) late(ctx context.Context, ag *agent.Agent, question, kind str
 		}
 		queued = again.Reply
 	case "late-second-reply":
-		s.reply(ctx, s.answerer(), question)
+		s.replyOnce(ctx, s.answerer(), question)
 	}
 	sleep(ctx, s.dur(0, 2*time.Second))
 	res, err := ag.Admit(ctx, question, queued)
@@ -422,15 +486,35 @@ func (s *scenario) race(ctx context.Context, question string, n int, after time.
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
+	base := s.intn(len(s.w.answerers))
+	// On a governed question, the first two racers are sometimes one
+	// identity: both pass the SDK's check (no vote yet), and the
+	// controller counts one and refuses the other, DUPLICATE_VOTE.
+	same := s.governed && s.intn(3) == 0
+	results := make([]replyView, n)
 	for i := range n {
-		a := s.w.answerers[(s.intn(len(s.w.answerers))+i)%len(s.w.answerers)]
+		k := i
+		if same && i == 1 {
+			k = 0
+		}
+		a := s.w.answerers[(base+k)%len(s.w.answerers)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			s.reply(ctx, a, question)
+			results[i] = s.replyOnce(ctx, a, question)
 		}()
 	}
 	close(start)
 	wg.Wait()
+	if s.governed {
+		// The race may leave the question undecided (one vote counted,
+		// the others refused): the votes it still needs follow.
+		for _, r := range results {
+			if r.Outcome == hitlv1.OutcomeCounted {
+				s.complete(ctx, question, r)
+				return
+			}
+		}
+	}
 }
