@@ -450,7 +450,11 @@ func (r *Reconciler) writeOutcome(ctx context.Context, q *hitlv1.UserQuestion, r
 	next := reply.DeepCopy()
 	next.Status.Outcome, next.Status.Reason, next.Status.Message = c.Outcome, c.Reason, c.Message
 	setReplyConditions(&next.Status, reply.Generation, now)
-	if err := r.Status().Patch(ctx, next, client.MergeFrom(reply)); err != nil {
+	// Guarded by the version the decision read: a deposed leader that
+	// wakes from a hang with this write in hand, or a decision made on a
+	// copy of the reply older than another's outcome, fails with a
+	// conflict instead of overwriting a newer outcome.
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(reply, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
