@@ -43,6 +43,8 @@ func main() {
 	flag.IntVar(&c.Workers, "max-concurrent-reconciles", c.Workers, "questions reconciled in parallel")
 	flag.IntVar(&c.ContinuedEventsPerMinute, "continued-events-per-minute", c.ContinuedEventsPerMinute,
 		"each namespace's budget of Continued Events (a window closed unanswered), refilled over a minute and usable all at once; over it, the namespace's Continued Events of the next 5 s are summed up in one Event (counted in hitl_events_total{result=\"aggregated\"}); 0 means one Event per transition. Settled, Cancelled and rejection Events are never limited")
+	flag.DurationVar(&c.VoteGather, "vote-gather", c.VoteGather,
+		"how long a vote on a question governed by an approval policy waits, when it decides nothing, for the votes sent with it, to be written in one status write with them; 0 writes each vote at once")
 	flag.BoolVar(&c.Webhooks, "enable-webhooks", c.Webhooks,
 		"serve the optional admission webhooks (config/webhook-feedback, config/webhook-mode); the default install checks admission with policies inside the API server")
 	opts := zap.Options{}

@@ -52,6 +52,11 @@ const scheduledPriority = 10
 // again; the newer version is usually in the cache by then.
 const conflictRetry = 20 * time.Millisecond
 
+// countedOutcomeDelay is how soon a question whose new votes decided
+// nothing is looked at again to write their replies' Counted outcome: late
+// enough to leave the question to the votes sent with them.
+const countedOutcomeDelay = 100 * time.Millisecond
+
 // eventWait is how soon an expired question whose events are still queued
 // is looked at again.
 const eventWait = 100 * time.Millisecond
@@ -74,8 +79,14 @@ type Reconciler struct {
 	// closer.New(Clock, workers) when nil. Without one, windows close on
 	// the worker.
 	Closer WindowCloser
+	// VoteGather is how long a vote that decides nothing waits, on a
+	// governed question, for the votes sent with it before it is written
+	// (see gatherer); zero writes each vote at once.
+	VoteGather time.Duration
 
 	claims *claimTracker
+	// gather holds back the votes that decide nothing.
+	gather *gatherer
 	// grants remembers recent "allowed" answers of the authorizer.
 	grants *grantCache
 	// own stands in for the cache until it has the controller's writes.
@@ -120,6 +131,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
+	r.gather = newGatherer()
 	if r.Closer == nil {
 		r.Closer = closer.New(r.Clock, workers)
 	}
@@ -233,10 +245,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("reading question: %w", err)
 		}
 		r.claims.forget(req.NamespacedName)
+		r.gather.forget(req.NamespacedName)
 		return ctrl.Result{}, r.rejectOrphans(ctx, req.NamespacedName)
 	}
 	if q.DeletionTimestamp != nil {
 		r.claims.forget(req.NamespacedName)
+		r.gather.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if r.Closer != nil && r.Closer.Owns(req.NamespacedName) {
@@ -268,6 +282,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused, Policies: policies}
 	d := Decide(in)
+	if wait := r.gather.hold(req.NamespacedName, q, &d, now, r.VoteGather); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, claimList.Items) }
 	if d.Transition == hitlv1.StateContinued && r.Closer != nil {
 		// The window closes: the rest waits on the API server, off the
@@ -298,12 +315,16 @@ func (r *Reconciler) finish(ctx context.Context, in Inputs, d Decision, claims [
 		}
 		return ctrl.Result{}, r.expire(ctx, q, replies, claims)
 	}
-	if err := r.apply(ctx, q, replies, d, in.Now); err != nil {
+	deferred, err := r.apply(ctx, q, replies, d, in.Now)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			statusConflicts.Inc()
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if deferred {
+		return ctrl.Result{RequeueAfter: countedOutcomeDelay}, nil
 	}
 	if err := r.adopt(ctx, q, replies); err != nil {
 		return ctrl.Result{}, err
@@ -370,7 +391,12 @@ func (r *Reconciler) repliesOf(ctx context.Context, question types.NamespacedNam
 // follow from it. When only replies change, the unchanged status is still
 // written, as a fence: a stale read then fails instead of rejecting a reply
 // with the wrong reason. Refusals, which no status decides, need none.
-func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, d Decision, now time.Time) error {
+//
+// The outcomes of votes that decided nothing are deferred (deferred is
+// true): the question's status records them, and the next look, soon,
+// writes their Counted. Written now, they would keep the question from
+// the next vote, which may be the one that decides.
+func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, d Decision, now time.Time) (deferred bool, err error) {
 	if fenced(d.Replies) || !equality.Semantic.DeepEqual(q.Status, d.Status) {
 		next := q.DeepCopy()
 		next.Status = d.Status
@@ -380,16 +406,19 @@ func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies 
 		// Events held back while status writes were busy may go now.
 		r.Recorder.Wake()
 		if err != nil {
-			return fmt.Errorf("writing the question's status: %w", err)
+			return false, fmt.Errorf("writing the question's status: %w", err)
 		}
 		r.own.record(q.ResourceVersion, next, now)
 		r.recordVotes(q, &q.Status, &next.Status)
+		if onlyCounts(q, &d) {
+			return true, nil
+		}
 	}
 	if d.Transition != "" {
 		r.recordTransition(q, &d.Status, now)
 	}
 	if len(d.Replies) == 0 {
-		return nil
+		return false, nil
 	}
 	byName := make(map[string]*hitlv1.QuestionReply, len(replies))
 	for i := range replies {
@@ -397,10 +426,10 @@ func (r *Reconciler) apply(ctx context.Context, q *hitlv1.UserQuestion, replies 
 	}
 	for _, c := range d.Replies {
 		if err := r.writeOutcome(ctx, q, byName[c.Name], c, now); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // fenced reports whether some of the changes follow from the question's
@@ -434,7 +463,7 @@ func (r *Reconciler) recordTransition(q *hitlv1.UserQuestion, st *hitlv1.UserQue
 		r.Recorder.Eventf(q, nil, corev1.EventTypeNormal, string(hitlv1.StateSettled), "Settle",
 			"Settled by reply %s from %s, %s", s.Reply, username(s.AnsweredBy), when)
 		if st.Approval != nil {
-			if count(st.Approval, st.Votes).approved {
+			if st.Approval.Count(st.Votes).Approved {
 				quorumsTotal.Inc()
 			} else {
 				vetoesTotal.Inc()

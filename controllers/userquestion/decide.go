@@ -65,9 +65,10 @@ type ReplyChange struct {
 	Message string
 	// Alone is true when the outcome follows from the reply and the
 	// question's spec alone (a refusal: FORBIDDEN, AGENT_MISMATCH,
-	// SELF_APPROVAL, a reply for another question), never from its status:
-	// it is written without the status write that fences a decision made
-	// on a stale read, so a refused reply costs one write.
+	// SELF_APPROVAL, a reply for another question), or from a vote that
+	// the status read already records (Counted, which no later status
+	// undoes): it is written without the status write that fences a
+	// decision made on a stale read, so a refused reply costs one write.
 	Alone bool
 }
 
@@ -148,7 +149,7 @@ func (d *decider) prepare() {
 	q := d.in.Question
 	if d.st.State == "" && d.st.Approval == nil {
 		if d.st.Approval = effectiveApproval(q.Spec.Approval, d.in.Policies); d.st.Approval != nil {
-			d.st.Tally = tallyText(d.st.Approval, nil)
+			d.st.Tally = d.st.Approval.Tally(nil)
 		}
 	}
 	if d.st.SpecDigest == "" {
@@ -260,7 +261,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		return
 	}
 	if counted(d.st.Votes, r) {
-		d.outcome(r, hitlv1.OutcomeCounted, "", countedMessage(q))
+		// A vote the status read already records is never uncounted (only
+		// a queued vote is, and that one is Queued): its outcome needs no
+		// fence.
+		d.change(r, ReplyChange{Outcome: hitlv1.OutcomeCounted, Message: countedMessage(q), Alone: true})
 		return
 	}
 	switch r.Status.Outcome {

@@ -95,48 +95,6 @@ func choiceOf(q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) hitlv1.VoteCh
 	return hitlv1.VoteApprove
 }
 
-// tally counts the votes: the distinct approving and rejecting identities,
-// and whether the rule is met (approved) or the question is rejected.
-type tally struct {
-	approvals, rejections int
-	approved, rejected    bool
-}
-
-func count(rule *hitlv1.EffectiveApproval, votes []hitlv1.Vote) tally {
-	var t tally
-	perSet := map[string]int{}
-	for _, v := range votes {
-		switch v.Choice {
-		case hitlv1.VoteApprove:
-			t.approvals++
-			for _, s := range v.Sets {
-				perSet[s]++
-			}
-		case hitlv1.VoteReject:
-			t.rejections++
-		}
-	}
-	t.approved = t.approvals >= int(rule.Approvals)
-	for _, s := range rule.From {
-		if perSet[s.Name] < int(s.Minimum) {
-			t.approved = false
-		}
-	}
-	t.rejected = t.rejections > 0 && (rule.Veto || t.rejections >= int(rule.Approvals))
-	return t
-}
-
-// tallyText is status.tally: approving identities over approvals required,
-// and the rejections when there are some.
-func tallyText(rule *hitlv1.EffectiveApproval, votes []hitlv1.Vote) string {
-	t := count(rule, votes)
-	s := fmt.Sprintf("%d/%d", t.approvals, rule.Approvals)
-	if t.rejections > 0 {
-		s += fmt.Sprintf(" (%d no)", t.rejections)
-	}
-	return s
-}
-
 // votedBy reports whether the identity already has a vote among votes.
 func votedBy(votes []hitlv1.Vote, by *hitlv1.UserInfo) bool {
 	return slices.ContainsFunc(votes, func(v hitlv1.Vote) bool { return v.By.Username == by.Username })
@@ -195,8 +153,8 @@ func (d *decider) vote(r *hitlv1.QuestionReply) {
 		}
 	}
 	d.st.Votes = append(d.st.Votes, v)
-	d.st.Tally = tallyText(rule, d.st.Votes)
-	if t := count(rule, d.st.Votes); !t.approved && !t.rejected {
+	d.st.Tally = rule.Tally(d.st.Votes)
+	if c := rule.Count(d.st.Votes); !c.Approved && !c.Rejected {
 		d.outcome(r, hitlv1.OutcomeCounted, "", countedMessage(q))
 		return
 	}
@@ -217,7 +175,7 @@ func (d *decider) unvote(name string, uid types.UID) {
 		return
 	}
 	d.st.Votes = slices.DeleteFunc(d.st.Votes, func(v hitlv1.Vote) bool { return v.Reply == name && v.ReplyUID == uid })
-	d.st.Tally = tallyText(d.st.Approval, d.st.Votes)
+	d.st.Tally = d.st.Approval.Tally(d.st.Votes)
 }
 
 // policiesOf lists, from the cache, the ApprovalPolicies of q's namespace

@@ -6,6 +6,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,11 +35,15 @@ type Config struct {
 	// Events are summed up in one. Zero means no limit. Settled, Cancelled
 	// and rejection Events are never limited.
 	ContinuedEventsPerMinute int
+	// VoteGather is how long a vote that decides nothing waits for the
+	// votes sent with it, to be written with them; zero writes each at
+	// once.
+	VoteGather time.Duration
 }
 
 // DefaultConfig is the configuration the manager ships with.
 func DefaultConfig() Config {
-	return Config{Workers: 16, ContinuedEventsPerMinute: eventbudget.ContinuedEventsPerMinute}
+	return Config{Workers: 16, ContinuedEventsPerMinute: eventbudget.ContinuedEventsPerMinute, VoteGather: userquestion.DefaultVoteGather}
 }
 
 // CacheOptions are the options of the manager's cache: the controller's
@@ -65,7 +70,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	// how often client-go sent them again (a 429 from the API server's
 	// priority and fairness, for one).
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency, crmetrics.MetricRequestRetry)
-	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events}
+	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events, VoteGather: c.VoteGather}
 	// Through a burst of transitions (shared deadlines, a restart) the
 	// status writes go first, and the events follow.
 	events.DeferWhile(func() bool { return r.StatusWritesInFlight() >= max(1, c.Workers/2) })

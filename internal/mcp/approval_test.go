@@ -1,8 +1,10 @@
 package mcp_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
@@ -107,4 +109,42 @@ func TestAskUngovernedHasNoApproval(t *testing.T) {
 	e.g.Expect(got.res.StructuredContent).NotTo(HaveKey("approval"))
 	e.g.Expect(structured[hitlmcp.AskResult](e.g, got.res).Approval).To(BeNil())
 	e.g.Expect(text(got.res)).NotTo(ContainSubstring("votes"))
+}
+
+// An agent asks for a rule of its own through the tool; one weaker than
+// the platform's policy is refused by admission, naming the field.
+func TestAskWithItsOwnRule(t *testing.T) {
+	e := newEnv(t)
+	cs, _ := e.session(e.adminAs("bot"), hitlmcp.Options{}, nil)
+	args := whereArgs("")
+	args["approval"] = map[string]any{"approvals": 2}
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: args})
+	q := e.asked("bot")
+	e.g.Expect(q.Spec.Approval).To(Equal(&hitlv1.ApprovalRule{Approvals: 2}))
+	e.vote("alice-"+e.ns, q.Name, "r-alice", "prod")
+	e.g.Consistently(done, "300ms").ShouldNot(Receive(), "its own rule needs two")
+	e.vote("bob-"+e.ns, q.Name, "r-bob", "prod")
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred())
+	res := structured[hitlmcp.AskResult](e.g, got.res)
+	e.g.Expect(res.Approval).NotTo(BeNil())
+	e.g.Expect(res.Approval.Tally).To(Equal("2/2"))
+	e.g.Expect(res.Approval.Policies).To(BeEmpty(), "no policy: the agent's own rule")
+
+	e.g.Expect(e.admin.Create(e.ctx, &hitlv1.ApprovalPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "three-people", Namespace: e.ns},
+		Spec:       hitlv1.ApprovalPolicySpec{Rule: hitlv1.ApprovalRule{Approvals: 3}},
+	})).To(Succeed())
+	// The API server's admission sees the new policy within moments; an
+	// ask it still let through is cancelled when the call gives up.
+	e.g.Eventually(func() string {
+		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: args})
+		if err != nil {
+			return err.Error()
+		}
+		return text(res)
+	}, "20s").Should(And(HavePrefix("POLICY_WEAKENED"), ContainSubstring("spec.approval")))
 }

@@ -155,6 +155,7 @@ Without timeout the call waits until a person answers. With timeout (e.g. "30s")
 and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom}]}.
 When an approval rule governs the question (N people must approve), it settles once enough people voted,
 and the result also holds "approval": the rule, its "tally" and its "votes" [{by, choice}].
+To require approvals yourself, pass "approval": {"approvals": 2} (stricter than the platform's policies, never weaker).
 Example: {"questions":[{"id":"env","question":"Where should I deploy?","options":[{"label":"staging"},{"label":"prod"}]}],"timeout":"2m"}`
 
 const listDescription = `List this agent's questions: the active ones (Open or Continued, in ask order) and the settled

@@ -26,7 +26,7 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 	if err != nil {
 		return AskResult{}, "", err
 	}
-	spec := hitlv1.UserQuestionSpec{Agent: c.Agent, CallID: in.CallID, Questions: in.Questions}
+	spec := hitlv1.UserQuestionSpec{Agent: c.Agent, CallID: in.CallID, Questions: in.Questions, Approval: in.Approval}
 	var timeout *time.Duration
 	if in.Timeout != "" {
 		d, err := time.ParseDuration(in.Timeout)
@@ -54,7 +54,7 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 	defer release()
 	stop := s.progress(ctx, req, "waiting for a person to answer")
 	defer stop()
-	r := agent.Request{CallID: in.CallID, Questions: in.Questions}
+	r := agent.Request{CallID: in.CallID, Questions: in.Questions, Approval: in.Approval}
 	var res agent.Result
 	if timeout == nil {
 		res, err = a.Ask(ctx, r)

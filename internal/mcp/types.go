@@ -10,9 +10,10 @@ import (
 
 // AskArgs are the arguments of ask_user_question.
 type AskArgs struct {
-	Questions []hitlv1.Question `json:"questions" jsonschema:"the questions of the ask (1 to 16), as UserQuestion spec.questions: each has id, question, optional header, detail, options [{label, description}], multiSelect and intent"`
-	Timeout   string            `json:"timeout,omitempty" jsonschema:"optional foreground window as a Go duration string (e.g. 30s, 2m, 1h30m): when it closes unanswered the call returns pending; absent = wait until answered"`
-	CallID    string            `json:"callID,omitempty" jsonschema:"optional id of this tool call that UIs key the question's card by (default: the question's name)"`
+	Questions []hitlv1.Question    `json:"questions" jsonschema:"the questions of the ask (1 to 16), as UserQuestion spec.questions: each has id, question, optional header, detail, options [{label, description}], multiSelect and intent"`
+	Timeout   string               `json:"timeout,omitempty" jsonschema:"optional foreground window as a Go duration string (e.g. 30s, 2m, 1h30m): when it closes unanswered the call returns pending; absent = wait until answered"`
+	CallID    string               `json:"callID,omitempty" jsonschema:"optional id of this tool call that UIs key the question's card by (default: the question's name)"`
+	Approval  *hitlv1.ApprovalRule `json:"approval,omitempty" jsonschema:"optional approval rule of your own (spec.approval): {approvals: N distinct people must approve, from: [{name, groups, users, minimum}], veto, excludeRequester}; it may be stricter than the ApprovalPolicies that govern the question, never weaker (refused with POLICY_WEAKENED)"`
 }
 
 // AskResult is what ask_user_question returns: the answers, or pending.

@@ -71,31 +71,18 @@ func ApprovalOf(q *hitlv1.UserQuestion) *Approval {
 		return nil
 	}
 	a := &Approval{Question: q.Name, Rule: rule, Votes: q.Status.Votes, Tally: q.Status.Tally}
-	perSet := map[string]int{}
-	for _, v := range a.Votes {
-		switch v.Choice {
-		case hitlv1.VoteApprove:
-			a.Approvals++
-			for _, s := range v.Sets {
-				perSet[s]++
-			}
-		case hitlv1.VoteReject:
-			a.Rejections++
-		}
-	}
+	c := rule.Count(a.Votes)
+	a.Approvals, a.Rejections = c.Approvals, c.Rejections
 	a.Needed = max(int(rule.Approvals)-a.Approvals, 0)
 	for _, s := range rule.From {
-		if perSet[s.Name] < int(s.Minimum) {
-			a.Missing = append(a.Missing, MissingSet{ApproverSet: s, Approved: perSet[s.Name]})
+		if c.PerSet[s.Name] < int(s.Minimum) {
+			a.Missing = append(a.Missing, MissingSet{ApproverSet: s, Approved: c.PerSet[s.Name]})
 		}
 	}
 	if a.Tally == "" {
 		// Written by the controller with the rule; a question read before
 		// that shows the same text.
-		a.Tally = fmt.Sprintf("%d/%d", a.Approvals, rule.Approvals)
-		if a.Rejections > 0 {
-			a.Tally += fmt.Sprintf(" (%d no)", a.Rejections)
-		}
+		a.Tally = rule.Tally(a.Votes)
 	}
 	return a
 }

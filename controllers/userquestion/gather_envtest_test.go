@@ -1,0 +1,75 @@
+package userquestion_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/internal/manager"
+	. "github.com/hitl-dev/hitl/test/builders"
+)
+
+// Approvers notified together vote together: the votes that arrive while
+// one that decides nothing waits are counted with it in one status write.
+// The manager runs with a long gather window here, so the test does not
+// depend on how fast two creates follow each other.
+var _ = Describe("Votes sent together", Ordered, func() {
+	const window = 2 * time.Second
+	var ns string
+	BeforeAll(func() {
+		stopManager()
+		c := manager.DefaultConfig()
+		c.VoteGather = window
+		startManagerWith(c)
+	})
+	AfterAll(func() {
+		stopManager()
+		startManager()
+	})
+	BeforeEach(func() {
+		ns = newNamespace()
+		Expect(k8s.Create(ctx, policy(ns, "two", hitlv1.ApprovalRule{Approvals: 2}))).To(Succeed())
+		time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
+	})
+	ask := func(name string) {
+		GinkgoHelper()
+		q := Question(name, ns).Agent("release-bot").Ask("ship", "Ship v2?", "approve", "reject").Approval("approve", "reject", "").Obj()
+		q.Spec.AskedBy = &hitlv1.UserInfo{Username: "release-bot", UID: "uid-bot"}
+		Expect(k8s.Create(ctx, q)).To(Succeed())
+		Eventually(func() string { return question(ns, name)().Status.Tally }).Should(Equal("0/2"))
+	}
+
+	It("are counted in the one write that settles the question", func() {
+		ask("ship")
+		Expect(k8s.Create(ctx, Reply("alice", ns, "ship").Select("ship", "approve").AnsweredBy("alice").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("bob", ns, "ship").Select("ship", "approve").AnsweredBy("bob").Obj())).To(Succeed())
+		Eventually(state(ns, "ship"), "10s").Should(Equal(hitlv1.StateSettled))
+		votes := question(ns, "ship")().Status.Settlement.Votes
+		Expect(votes).To(HaveLen(2))
+		Expect(votes[0].At).To(Equal(votes[1].At), "both votes were counted by one decision")
+		Eventually(outcome(ns, "alice")).Should(Equal(hitlv1.OutcomeCounted))
+		Eventually(outcome(ns, "bob")).Should(Equal(hitlv1.OutcomeApplied))
+		Eventually(events(ns, "ship", "Voted")).Should(Equal(2))
+	})
+
+	It("write a lone vote once the window has passed", func() {
+		ask("ship")
+		sent := time.Now()
+		Expect(k8s.Create(ctx, Reply("alice", ns, "ship").Select("ship", "approve").AnsweredBy("alice").Obj())).To(Succeed())
+		Eventually(outcome(ns, "alice"), "10s", "20ms").Should(Equal(hitlv1.OutcomeCounted))
+		Expect(time.Since(sent)).To(BeNumerically(">=", window), "the vote waited for others")
+		q := question(ns, "ship")()
+		Expect(q.Status.Tally).To(Equal("1/2"))
+		Expect(q.Status.State).To(Equal(hitlv1.StateOpen))
+	})
+
+	It("never hold back a vote that decides", func() {
+		ask("ship")
+		sent := time.Now()
+		Expect(k8s.Create(ctx, Reply("bob", ns, "ship").Select("ship", "reject").AnsweredBy("bob").Obj())).To(Succeed())
+		Eventually(state(ns, "ship"), "10s", "20ms").Should(Equal(hitlv1.StateSettled), "a veto settles")
+		Expect(time.Since(sent)).To(BeNumerically("<", window), "the veto was written at once")
+	})
+})

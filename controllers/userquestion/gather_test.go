@@ -1,0 +1,83 @@
+package userquestion
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+func TestGatherHoldsOnlyVotesThatDecideNothing(t *testing.T) {
+	governed := func(state hitlv1.QuestionState) *hitlv1.UserQuestion {
+		q := &hitlv1.UserQuestion{}
+		q.Status.State = state
+		q.Status.Approval = &hitlv1.EffectiveApproval{Approvals: 2}
+		q.Status.Tally = "0/2"
+		return q
+	}
+	counting := func(q *hitlv1.UserQuestion) Decision {
+		d := Decision{Status: *q.Status.DeepCopy(), Replies: []ReplyChange{{Name: "alice", Outcome: hitlv1.OutcomeCounted}}}
+		d.Status.Votes = []hitlv1.Vote{{Reply: "alice", By: hitlv1.UserInfo{Username: "alice"}, Choice: hitlv1.VoteApprove}}
+		d.Status.Tally = "1/2"
+		return d
+	}
+	const window = 25 * time.Millisecond
+	now := time.Unix(1_800_000_000, 0)
+	cases := []struct {
+		name   string
+		q      *hitlv1.UserQuestion
+		change func(*Decision)
+		want   time.Duration
+	}{
+		{name: "a vote that decides nothing waits", q: governed(hitlv1.StateOpen), want: window},
+		{name: "on a Continued question too", q: governed(hitlv1.StateContinued), want: window},
+		{name: "a sooner deadline comes first", q: governed(hitlv1.StateOpen), change: func(d *Decision) { d.RequeueAfter = 5 * time.Millisecond }, want: 5 * time.Millisecond},
+		{name: "a vote that settles is written", q: governed(hitlv1.StateOpen), change: func(d *Decision) {
+			d.Transition, d.Status.State = hitlv1.StateSettled, hitlv1.StateSettled
+			d.Replies[0].Outcome = hitlv1.OutcomeApplied
+		}},
+		{name: "a refusal beside it is written", q: governed(hitlv1.StateOpen), change: func(d *Decision) {
+			d.Replies = append(d.Replies, ReplyChange{Name: "mallory", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeDuplicateVote})
+		}},
+		{name: "a status that changes otherwise is written", q: governed(hitlv1.StateOpen), change: func(d *Decision) { d.Status.ObservedGeneration = 2 }},
+		{name: "the first look, which fixes the rule, is written", q: governed(""), change: func(d *Decision) { d.Status.State = hitlv1.StateOpen }},
+		{name: "an ungoverned question is never held", q: func() *hitlv1.UserQuestion {
+			q := governed(hitlv1.StateOpen)
+			q.Status.Approval = nil
+			return q
+		}()},
+		{name: "a finished question is never held", q: governed(hitlv1.StateSettled)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := counting(tc.q)
+			if tc.change != nil {
+				tc.change(&d)
+			}
+			g, key := newGatherer(), types.NamespacedName{Namespace: "agents", Name: "ship"}
+			if got := g.hold(key, tc.q, &d, now, window); got != tc.want {
+				t.Fatalf("hold = %s, want %s", got, tc.want)
+			}
+			if tc.want == 0 {
+				if len(g.since) != 0 {
+					t.Errorf("a decision written at once left %d questions held", len(g.since))
+				}
+				return
+			}
+			if got := g.hold(key, tc.q, &d, now.Add(10*time.Millisecond), window); got != min(tc.want, window-10*time.Millisecond) {
+				t.Errorf("looked at again 10ms later: hold = %s, want what is left of the window", got)
+			}
+			if got := g.hold(key, tc.q, &d, now.Add(window), window); got != 0 {
+				t.Errorf("once the window has passed: hold = %s, want 0 (written)", got)
+			}
+			if len(g.since) != 0 {
+				t.Errorf("a written decision left %d questions held", len(g.since))
+			}
+			if got := g.hold(key, tc.q, &d, now, 0); got != 0 {
+				t.Errorf("with no window: hold = %s, want 0", got)
+			}
+		})
+	}
+}
