@@ -6,7 +6,7 @@ import (
 )
 
 // ReplyOutcome is what the controller did with a reply.
-// +kubebuilder:validation:Enum=Applied;Queued;Admitted;Rejected;Counted
+// +kubebuilder:validation:Enum=Applied;Queued;Admitted;Rejected;Counted;Closed
 type ReplyOutcome string
 
 const (
@@ -21,6 +21,12 @@ const (
 	// OutcomeCounted: the reply is a vote on a governed question, counted
 	// in status.votes, and did not decide it.
 	OutcomeCounted ReplyOutcome = "Counted"
+	// OutcomeClosed: the reply came when its question was already finished
+	// (Settled or Cancelled) or gone (deleted, or replaced by another of
+	// the same name); it changed nothing, its reason is NOT_ANSWERABLE, and
+	// it is final and healthy: a reply file that outlives its question in
+	// a GitOps repository leaves the engine green.
+	OutcomeClosed ReplyOutcome = "Closed"
 )
 
 // AnswerItem is the answer to one question of the ask.
@@ -101,12 +107,13 @@ type QuestionReplySpec struct {
 
 // QuestionReplyStatus is what the controller did with the reply.
 type QuestionReplyStatus struct {
-	// outcome is Applied, Queued, Admitted or Rejected; empty until the
-	// controller has processed the reply.
+	// outcome is Applied, Queued, Admitted, Counted, Rejected or Closed;
+	// empty until the controller has processed the reply.
 	// +optional
 	Outcome ReplyOutcome `json:"outcome,omitempty"`
 
-	// reason is the error code of a Rejected reply.
+	// reason is the error code of a Rejected reply, and NOT_ANSWERABLE for
+	// a Closed one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason ErrorCode `json:"reason,omitempty"`
@@ -122,12 +129,63 @@ type QuestionReplyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Ready, Reconciling and Stalled, read by kstatus-based
-	// tools: a rejected reply reads as failed, an applied or admitted one as current.
+	// tools: a rejected reply reads as failed, an applied, admitted,
+	// counted or closed one as current.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// source is where the reply came from when a GitOps engine applied it:
+	// the engine's object, the revision it applied and whether the
+	// commit's signature was verified. Set with the reply's outcome; empty
+	// for a reply created otherwise.
+	// +optional
+	Source *ReplySource `json:"source,omitempty"`
+}
+
+// ReplySource is the provenance of a reply a GitOps engine applied.
+type ReplySource struct {
+	// engine is the engine's object that applied the reply: a Flux
+	// Kustomization or an Argo CD Application.
+	// +required
+	Engine EngineReference `json:"engine"`
+
+	// revision is the source revision the engine was applying when the
+	// reply was judged, as the engine names it (Flux: "main@sha1:<sha>";
+	// Argo CD: the commit SHA). Empty when the engine's object could not
+	// be read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Revision string `json:"revision,omitempty"`
+
+	// verified is true when the engine's source verified the signature of
+	// the commit at that revision (Flux: the source's SourceVerified
+	// condition True for that revision).
+	// +optional
+	Verified bool `json:"verified,omitempty"`
+}
+
+// EngineReference names a GitOps engine's object.
+type EngineReference struct {
+	// kind is Kustomization (kustomize.toolkit.fluxcd.io) or Application
+	// (argoproj.io).
+	// +required
+	// +kubebuilder:validation:Enum=Kustomization;Application
+	Kind string `json:"kind"`
+
+	// namespace is the object's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// name is the object's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // QuestionReply is a person's answer to a UserQuestion. Create one to

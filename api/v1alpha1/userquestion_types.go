@@ -378,6 +378,11 @@ type QueuedReply struct {
 	// queuedAt is when the controller queued the reply, to the microsecond.
 	// +required
 	QueuedAt metav1.MicroTime `json:"queuedAt"`
+
+	// source is where the reply came from when a GitOps engine applied it
+	// (the reply's status.source).
+	// +optional
+	Source *ReplySource `json:"source,omitempty"`
 }
 
 // Settlement records how a question was settled.
@@ -413,6 +418,12 @@ type Settlement struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Votes []Vote `json:"votes,omitempty"`
+
+	// source is where the settling reply came from when a GitOps engine
+	// applied it: the engine's object, the revision and whether the
+	// commit's signature was verified (the reply's status.source).
+	// +optional
+	Source *ReplySource `json:"source,omitempty"`
 }
 
 // UserQuestionStatus is what the controller observed and decided.

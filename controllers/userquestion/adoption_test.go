@@ -63,12 +63,12 @@ var _ = Describe("Adoption of a final reply", Ordered, func() {
 			Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bare"}, got)).To(Succeed())
 			return got.Labels
 		}).Should(Equal(map[string]string{hitlv1.AgentLabel: "release-bot", hitlv1.QuestionLabel: "deploy"}))
-		// Each late reply is rejected, and brings the question back to the
+		// Each late reply is closed, and brings the question back to the
 		// controller with the settled reply among its replies.
 		for i := range 5 {
 			name := fmt.Sprintf("late-%d", i)
 			Expect(k8s.Create(ctx, Reply(name, ns, "deploy").Select("env", "staging").Obj())).To(Succeed())
-			Eventually(outcome(ns, name)).Should(Equal(hitlv1.OutcomeRejected))
+			Eventually(outcome(ns, name)).Should(Equal(hitlv1.OutcomeClosed))
 		}
 		Consistently(patches.of("bare"), "1s").Should(Equal(1), "patches of the settled reply's labels")
 	})

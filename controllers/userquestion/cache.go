@@ -245,5 +245,6 @@ func indexRepliesByQuestion(ctx context.Context, informers cache.Informers) erro
 }
 
 func finalOutcome(o hitlv1.ReplyOutcome) bool {
-	return o == hitlv1.OutcomeApplied || o == hitlv1.OutcomeAdmitted || o == hitlv1.OutcomeRejected || o == hitlv1.OutcomeCounted
+	return o == hitlv1.OutcomeApplied || o == hitlv1.OutcomeAdmitted || o == hitlv1.OutcomeRejected || o == hitlv1.OutcomeCounted ||
+		o == hitlv1.OutcomeClosed
 }

@@ -34,6 +34,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/controllers/claimreads"
 	"github.com/hitl-dev/hitl/controllers/closer"
+	"github.com/hitl-dev/hitl/controllers/provenance"
 )
 
 // Cache indexes.
@@ -87,6 +88,8 @@ type Reconciler struct {
 	claims *claimTracker
 	// gather holds back the votes that decide nothing.
 	gather *gatherer
+	// provenance reads the GitOps engines' objects behind new replies.
+	provenance provenance.Reader
 	// grants remembers recent "allowed" answers of the authorizer.
 	grants *grantCache
 	// own stands in for the cache until it has the controller's writes.
@@ -104,6 +107,9 @@ func (r *Reconciler) StatusWritesInFlight() int { return int(r.statusWrites.Load
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionreplies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hitl.dev,resources=questionclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=hitl.dev,resources=approvalpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets,verbs=get
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get
 // +kubebuilder:rbac:groups=hitl.dev,resources=agents,verbs=manage
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -132,6 +138,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
 	r.gather = newGatherer()
+	r.provenance = provenance.Reader{Client: r.APIReader}
 	if r.Closer == nil {
 		r.Closer = closer.New(r.Clock, workers)
 	}
@@ -271,6 +278,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	sources, err := r.sourcesOf(ctx, replies)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var policies []hitlv1.ApprovalPolicy
 	if q.Status.State == "" && q.Status.Approval == nil {
 		if policies, err = r.policiesOf(ctx, q); err != nil {
@@ -280,9 +291,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.Clock.Now()
 	claims, heldUntil := r.claims.observe(q, claimList.Items, now)
 
-	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused, Policies: policies}
+	in := Inputs{Question: q, Replies: replies, Claims: claims, HeldUntil: heldUntil, Now: now, Refused: refused, Policies: policies, Sources: sources}
 	d := Decide(in)
-	if wait := r.gather.hold(req.NamespacedName, q, &d, now, r.VoteGather); wait > 0 {
+	// Gathering is measured in real time, as the requeue that ends it is:
+	// a test's fake clock may stand still.
+	if wait := r.gather.hold(req.NamespacedName, q, &d, time.Now(), r.VoteGather); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, claimList.Items) }
@@ -370,6 +383,30 @@ func (r *Reconciler) confirmClose(ctx context.Context, in Inputs, d Decision) (D
 		}
 	}
 	return d, nil
+}
+
+// sourcesOf reads where the new replies that carry a GitOps engine's mark
+// came from, by name. A reply judged already keeps the source written
+// with its outcome, and is not read again.
+func (r *Reconciler) sourcesOf(ctx context.Context, replies []hitlv1.QuestionReply) (map[string]*hitlv1.ReplySource, error) {
+	var out map[string]*hitlv1.ReplySource
+	for i := range replies {
+		reply := &replies[i]
+		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || provenance.EngineOf(reply) == nil {
+			continue
+		}
+		src, err := r.provenance.Of(ctx, reply)
+		if err != nil {
+			return nil, fmt.Errorf("reading where reply %s came from: %w", reply.Name, err)
+		}
+		if src != nil {
+			if out == nil {
+				out = map[string]*hitlv1.ReplySource{}
+			}
+			out[reply.Name] = src
+		}
+	}
+	return out, nil
 }
 
 // repliesOf lists the replies naming a question, in creation order.
@@ -478,6 +515,9 @@ func (r *Reconciler) recordTransition(q *hitlv1.UserQuestion, st *hitlv1.UserQue
 func (r *Reconciler) writeOutcome(ctx context.Context, q *hitlv1.UserQuestion, reply *hitlv1.QuestionReply, c ReplyChange, now time.Time) error {
 	next := reply.DeepCopy()
 	next.Status.Outcome, next.Status.Reason, next.Status.Message = c.Outcome, c.Reason, c.Message
+	if c.Source != nil {
+		next.Status.Source = c.Source
+	}
 	setReplyConditions(&next.Status, reply.Generation, now)
 	// Guarded by the version the decision read: a deposed leader that
 	// wakes from a hang with this write in hand, or a decision made on a
@@ -491,12 +531,18 @@ func (r *Reconciler) writeOutcome(ctx context.Context, q *hitlv1.UserQuestion, r
 	}
 	r.own.record(reply.ResourceVersion, next, now)
 	repliesTotal.WithLabelValues(string(c.Outcome), string(c.Reason)).Inc()
-	if c.Outcome == hitlv1.OutcomeRejected {
+	if c.Outcome == hitlv1.OutcomeRejected || c.Outcome == hitlv1.OutcomeClosed {
 		var related runtime.Object
 		if q != nil {
 			related = q
 		}
-		r.Recorder.Eventf(reply, related, corev1.EventTypeWarning, string(c.Reason), "Reject", "%s", c.Message)
+		// A closed reply did nothing wrong: it came too late, or for a
+		// question that is gone.
+		kind, action := corev1.EventTypeWarning, "Reject"
+		if c.Outcome == hitlv1.OutcomeClosed {
+			kind, action = corev1.EventTypeNormal, "Close"
+		}
+		r.Recorder.Eventf(reply, related, kind, string(c.Reason), action, "%s", c.Message)
 	}
 	return nil
 }
@@ -524,7 +570,7 @@ func (r *Reconciler) rejectOrphans(ctx context.Context, question types.Namespace
 	}
 	now := r.Clock.Now()
 	for _, reply := range pending {
-		c := ReplyChange{Name: reply.Name, Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeNotAnswerable,
+		c := ReplyChange{Name: reply.Name, Outcome: hitlv1.OutcomeClosed, Reason: hitlv1.CodeNotAnswerable,
 			Message: fmt.Sprintf("%s: question %s (spec.questionRef.name) does not exist", hitlv1.CodeNotAnswerable, question.Name)}
 		if err := r.writeOutcome(ctx, nil, reply, c, now); err != nil {
 			return err

@@ -117,12 +117,15 @@ var _ = Describe("A blocking question", func() {
 		Eventually(outcome(ns, "alice")).Should(Equal(hitlv1.OutcomeApplied))
 		Eventually(events(ns, "deploy", "Settled")).Should(Equal(1))
 
-		By("a second reply to the settled question is NOT_ANSWERABLE and changes nothing")
+		By("a second reply to the settled question is Closed, NOT_ANSWERABLE, and changes nothing")
 		Expect(k8s.Create(ctx, Reply("bob", ns, "deploy").Select("env", "prod").Skip("notes").Obj())).To(Succeed())
-		Eventually(outcome(ns, "bob")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "bob")).Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "bob")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
 		Expect(reply(ns, "bob")().Message).To(HavePrefix("NOT_ANSWERABLE: question deploy is Settled"))
 		Eventually(events(ns, "bob", string(hitlv1.CodeNotAnswerable))).Should(Equal(1))
+		st := reply(ns, "bob")()
+		Expect(meta.IsStatusConditionTrue(st.Conditions, hitlv1.ConditionReady)).To(BeTrue(), "closed is final and healthy")
+		Expect(meta.FindStatusCondition(st.Conditions, hitlv1.ConditionStalled)).To(BeNil())
 		Expect(question(ns, "deploy")().Status.Settlement.Reply).To(Equal("alice"))
 		Consistently(events(ns, "deploy", "Settled"), "500ms").Should(Equal(1))
 	})
@@ -138,13 +141,13 @@ var _ = Describe("A blocking question", func() {
 		Expect(state(ns, "pick")()).To(Equal(hitlv1.StateOpen))
 	})
 
-	It("rejects a reply to a missing question with NOT_ANSWERABLE", func() {
+	It("closes a reply to a missing question with NOT_ANSWERABLE", func() {
 		Expect(k8s.Create(ctx, Reply("lost", ns, "nobody-asked").Custom("q", "hello").Obj())).To(Succeed())
-		Eventually(outcome(ns, "lost")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "lost")).Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "lost")().Message).To(Equal("NOT_ANSWERABLE: question nobody-asked (spec.questionRef.name) does not exist"))
 	})
 
-	It("is Cancelled when the agent cancels, and later replies are NOT_ANSWERABLE", func() {
+	It("is Cancelled when the agent cancels, and later replies are Closed, NOT_ANSWERABLE", func() {
 		Expect(k8s.Create(ctx, Question("c", ns).Ask("q", "Q?").Obj())).To(Succeed())
 		Eventually(state(ns, "c")).Should(Equal(hitlv1.StateOpen))
 		update(ns, "c", func(q *hitlv1.UserQuestion) { q.Spec.Cancelled = true })
@@ -152,7 +155,7 @@ var _ = Describe("A blocking question", func() {
 		Expect(meta.IsStatusConditionTrue(question(ns, "c")().Status.Conditions, hitlv1.ConditionStalled)).To(BeTrue())
 		Eventually(events(ns, "c", "Cancelled")).Should(Equal(1))
 		Expect(k8s.Create(ctx, Reply("late", ns, "c").Custom("q", "too late").Obj())).To(Succeed())
-		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "late")).Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "late")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
 	})
 })
@@ -248,13 +251,13 @@ var _ = Describe("A reply's author", func() {
 		Expect(events(ns, "deploy", "Settled")()).To(Equal(1))
 	})
 
-	It("naming another question's UID in spec.questionRef.uid is Rejected NOT_ANSWERABLE, and the question stays Open", func() {
+	It("naming another question's UID in spec.questionRef.uid is Closed NOT_ANSWERABLE, and the question stays Open", func() {
 		Expect(k8s.Create(ctx, Question("deploy", ns).Ask("env", "Where?", "staging", "prod").Obj())).To(Succeed())
 		Eventually(state(ns, "deploy")).Should(Equal(hitlv1.StateOpen))
 		stale := Reply("stale", ns, "deploy").Select("env", "prod").AnsweredBy("alice").Obj()
 		stale.Spec.QuestionRef.UID = "uid-of-an-earlier-deploy"
 		Expect(k8s.Create(ctx, stale)).To(Succeed())
-		Eventually(outcome(ns, "stale")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "stale")).Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "stale")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
 		Expect(reply(ns, "stale")().Message).To(ContainSubstring("spec.questionRef.uid"))
 		Consistently(state(ns, "deploy"), "500ms").Should(Equal(hitlv1.StateOpen))
@@ -381,7 +384,7 @@ var _ = Describe("A timed question", func() {
 		Eventually(outcome(ns, "better")).Should(Equal(hitlv1.OutcomeQueued))
 	})
 
-	It("rejects a queued reply with NOT_ANSWERABLE when the agent cancels", func() {
+	It("closes a queued reply with NOT_ANSWERABLE when the agent cancels", func() {
 		Expect(k8s.Create(ctx, Question("cq", ns).Ask("q", "Q?").Timeout(time.Second).Obj())).To(Succeed())
 		Eventually(state(ns, "cq")).Should(Equal(hitlv1.StateContinued))
 		Expect(k8s.Create(ctx, Reply("waiting", ns, "cq").Custom("q", "answer").Obj())).To(Succeed())
@@ -389,7 +392,7 @@ var _ = Describe("A timed question", func() {
 		update(ns, "cq", func(q *hitlv1.UserQuestion) { q.Spec.Cancelled = true })
 		Eventually(state(ns, "cq")).Should(Equal(hitlv1.StateCancelled))
 		Expect(question(ns, "cq")().Status.QueuedReply).To(BeNil())
-		Eventually(outcome(ns, "waiting")).Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "waiting")).Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "waiting")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
 	})
 
@@ -593,8 +596,8 @@ var _ = Describe("Racing replies", func() {
 		}()
 
 		createConcurrently("o50", 50)
-		Eventually(outcomes).Should(Equal(map[string]int{"Applied/": 1, "Rejected/NOT_ANSWERABLE": 49}))
-		Consistently(outcomes, "500ms").Should(Equal(map[string]int{"Applied/": 1, "Rejected/NOT_ANSWERABLE": 49}))
+		Eventually(outcomes).Should(Equal(map[string]int{"Applied/": 1, "Closed/NOT_ANSWERABLE": 49}))
+		Consistently(outcomes, "500ms").Should(Equal(map[string]int{"Applied/": 1, "Closed/NOT_ANSWERABLE": 49}))
 		w.Stop()
 		<-done
 		Expect(settledBy).NotTo(BeEmpty())
@@ -639,7 +642,7 @@ var _ = Describe("A manager restart", Ordered, func() {
 		Expect(outcome(ns, "kept")()).To(Equal(hitlv1.OutcomeQueued))
 	})
 
-	It("rejects a reply created before its question with NOT_ANSWERABLE, and the question stays Open", func() {
+	It("closes a reply created before its question with NOT_ANSWERABLE, and the question stays Open", func() {
 		stopManager()
 		Expect(k8s.Create(ctx, Reply("early", ns, "later").Select("q", "yes").AnsweredBy("alice").Obj())).To(Succeed())
 		// Creation timestamps have whole seconds: the question's is a later one.
@@ -650,7 +653,7 @@ var _ = Describe("A manager restart", Ordered, func() {
 		Expect(early.CreationTimestamp.Before(&question(ns, "later")().CreationTimestamp)).To(BeTrue())
 		startManager()
 
-		Eventually(outcome(ns, "early"), "15s").Should(Equal(hitlv1.OutcomeRejected))
+		Eventually(outcome(ns, "early"), "15s").Should(Equal(hitlv1.OutcomeClosed))
 		Expect(reply(ns, "early")().Reason).To(Equal(hitlv1.CodeNotAnswerable))
 		Expect(reply(ns, "early")().Message).To(ContainSubstring("before question later"))
 		Consistently(state(ns, "later"), "500ms").Should(Equal(hitlv1.StateOpen))

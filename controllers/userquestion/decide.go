@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -35,6 +34,9 @@ type Inputs struct {
 	// another agent (AGENT_MISMATCH). Reconcile asks the API server's
 	// authorizer; Decide rejects them before anything else.
 	Refused map[string]Refusal
+	// Sources are where the new replies that a GitOps engine applied came
+	// from, by name (see package provenance).
+	Sources map[string]*hitlv1.ReplySource
 	// Policies are the ApprovalPolicies that govern the question, read on
 	// its first look only (status.state empty): the rule they make is
 	// fixed into status.approval then, and no later change of a policy
@@ -70,6 +72,9 @@ type ReplyChange struct {
 	// undoes): it is written without the status write that fences a
 	// decision made on a stale read, so a refused reply costs one write.
 	Alone bool
+	// Source is where the reply came from, written with its first outcome
+	// (status.source); nil for a reply no GitOps engine applied.
+	Source *hitlv1.ReplySource
 }
 
 // Decision is what Reconcile writes.
@@ -102,7 +107,7 @@ func Decide(in Inputs) Decision {
 			d.cancel()
 		case d.st.State == hitlv1.StateContinued && d.admissible():
 			qr := d.st.QueuedReply
-			d.settle(qr.Name, qr.UID, qr.Answers, qr.AnsweredBy, true)
+			d.settle(*qr, true)
 		case d.st.State == hitlv1.StateContinued && d.st.QueuedReply != nil && d.withdrawn(d.st.QueuedReply):
 			d.unvote(d.st.QueuedReply.Name, d.st.QueuedReply.UID)
 			d.st.QueuedReply = nil
@@ -232,11 +237,28 @@ func (d *decider) continueAt(t time.Time) {
 	d.st.ContinuedAt = ptr.To(metav1.NewMicroTime(t))
 }
 
-func (d *decider) settle(reply string, uid types.UID, answers []hitlv1.AnswerItem, by *hitlv1.UserInfo, late bool) {
+// entry is what the question records of reply r, sent by by: its batch,
+// its author and where it came from, for the queue or the settlement.
+func (d *decider) entry(r *hitlv1.QuestionReply, by *hitlv1.UserInfo) hitlv1.QueuedReply {
+	return hitlv1.QueuedReply{Name: r.Name, UID: r.UID, Answers: r.Spec.Answers, AnsweredBy: by,
+		QueuedAt: metav1.NewMicroTime(d.in.Now), Source: d.source(r)}
+}
+
+// source is where new reply r came from, as Reconcile read it (nil for a
+// reply no GitOps engine applied).
+func (d *decider) source(r *hitlv1.QuestionReply) *hitlv1.ReplySource {
+	if r.Status.Source != nil {
+		return r.Status.Source
+	}
+	return d.in.Sources[r.Name]
+}
+
+func (d *decider) settle(e hitlv1.QueuedReply, late bool) {
 	d.st.State = hitlv1.StateSettled
-	d.st.Answers = answers
+	d.st.Answers = e.Answers
 	d.st.QueuedReply = nil
-	d.st.Settlement = &hitlv1.Settlement{Reply: reply, ReplyUID: uid, AnsweredBy: by, Late: late, At: metav1.NewMicroTime(d.in.Now)}
+	d.st.Settlement = &hitlv1.Settlement{Reply: e.Name, ReplyUID: e.UID, AnsweredBy: e.AnsweredBy, Late: late,
+		At: metav1.NewMicroTime(d.in.Now), Source: e.Source}
 	if d.st.Approval != nil {
 		d.st.Settlement.Votes = slices.Clone(d.st.Votes)
 	}
@@ -271,7 +293,7 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 	case hitlv1.OutcomeQueued:
 		// Queued once, no longer: the question was cancelled while it waited.
 		if d.st.State.Terminal() {
-			d.reject(r, hitlv1.CodeNotAnswerable, fmt.Sprintf("question %s was %s while the reply was queued (spec.questionRef.name)", q.Name, d.st.State))
+			d.close(r, fmt.Sprintf("question %s was %s while the reply was queued (spec.questionRef.name)", q.Name, d.st.State), false)
 		}
 		return
 	case "":
@@ -285,7 +307,11 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		d.rejectAlone(r, why.Code, why.Message)
 		return
 	}
-	if code, why := foreign(q, r); code != "" {
+	if code, why := foreign(q, r); code == hitlv1.CodeNotAnswerable {
+		// Made for a question that is gone: a reply file that outlived it.
+		d.close(r, why, true)
+		return
+	} else if code != "" {
 		d.rejectAlone(r, code, why)
 		return
 	}
@@ -300,7 +326,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		// Continued at that moment, whether or not it was written yet.
 		d.continueAt(d.in.Now)
 	}
-	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &d.st); code != "" {
+	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &d.st); code == hitlv1.CodeNotAnswerable {
+		d.close(r, why+" (spec.questionRef.name)", false)
+		return
+	} else if code != "" {
 		d.reject(r, code, why+" (spec.questionRef.name)")
 		return
 	}
@@ -314,14 +343,14 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
 			return
 		}
-		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, UID: r.UID, Answers: r.Spec.Answers, AnsweredBy: r.Spec.AnsweredBy, QueuedAt: metav1.NewMicroTime(d.in.Now)}
+		d.st.QueuedReply = ptr.To(d.entry(r, r.Spec.AnsweredBy))
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
 	case hitlv1.StateOpen:
 		if err := validation.ValidateAnswers(q.Spec.Questions, r.Spec.Answers); err != nil {
 			d.reject(r, hitlv1.CodeBadAnswer, err.Error())
 			return
 		}
-		d.settle(r.Name, r.UID, r.Spec.Answers, r.Spec.AnsweredBy, false)
+		d.settle(d.entry(r, r.Spec.AnsweredBy), false)
 		d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
 	}
 }
@@ -361,6 +390,15 @@ func (d *decider) rejectAlone(r *hitlv1.QuestionReply, code hitlv1.ErrorCode, me
 	d.change(r, ReplyChange{Outcome: hitlv1.OutcomeRejected, Reason: code, Message: coded(code, message), Alone: true})
 }
 
+// close gives a reply whose question is finished or gone its final
+// outcome: Closed, NOT_ANSWERABLE. It settles nothing, and is healthy, so
+// that a reply file outliving its question in a GitOps repository leaves
+// the engine green. alone: see ReplyChange.Alone.
+func (d *decider) close(r *hitlv1.QuestionReply, message string, alone bool) {
+	code := hitlv1.CodeNotAnswerable
+	d.change(r, ReplyChange{Outcome: hitlv1.OutcomeClosed, Reason: code, Message: coded(code, message), Alone: alone})
+}
+
 func coded(code hitlv1.ErrorCode, message string) string {
 	if !strings.HasPrefix(message, string(code)+": ") {
 		message = string(code) + ": " + message
@@ -381,6 +419,9 @@ func (d *decider) change(r *hitlv1.QuestionReply, c ReplyChange) {
 	c.Name, c.Message = r.Name, hitlv1.TruncateMessage(c.Message)
 	if r.Status.Outcome == c.Outcome && r.Status.Reason == c.Reason && r.Status.Message == c.Message {
 		return
+	}
+	if r.Status.Source == nil {
+		c.Source = d.in.Sources[r.Name]
 	}
 	d.changes = append(d.changes, c)
 }

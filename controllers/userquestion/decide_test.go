@@ -266,6 +266,9 @@ func written(in Inputs, d Decision, replies bool) (*hitlv1.UserQuestion, []hitlv
 		for _, c := range d.Replies {
 			if replies && c.Name == r.Name {
 				r.Status.Outcome, r.Status.Reason, r.Status.Message = c.Outcome, c.Reason, c.Message
+				if c.Source != nil {
+					r.Status.Source = c.Source
+				}
 				setReplyConditions(&r.Status, r.Generation, in.Now)
 			}
 		}
@@ -332,6 +335,18 @@ func TestDecide(t *testing.T) {
 	// question's state: it needs no fencing status write.
 	refused := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says, alone: true}
+	}
+	// closed is the final, healthy outcome of a reply whose question was
+	// finished or gone: Closed, NOT_ANSWERABLE.
+	closed := func(reply string, says ...string) replyWant {
+		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
+	}
+	// closedAlone is Closed for what the reply is (made for a question
+	// that is gone), whatever the question's state.
+	closedAlone := func(reply string, says ...string) replyWant {
+		w := closed(reply, says...)
+		w.alone = true
+		return w
 	}
 	claim := func(name string, expires time.Time) Claim {
 		return Claim{Name: name, Holder: "inbox/" + name, ExpiresAt: expires}
@@ -486,7 +501,7 @@ func TestDecide(t *testing.T) {
 				aReply("r2").created(secs(2)).selects("color", "green").by("bob")).at(secs(2)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
 				answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{applied("r1"), rejected("r2", hitlv1.CodeNotAnswerable, "question "+askName, "Settled")}},
+				changes: []replyWant{applied("r1"), closed("r2", "question "+askName, "Settled")}},
 		},
 		{
 			name: "a valid reply inside a timed question's window settles it and nothing is scheduled",
@@ -553,7 +568,7 @@ func TestDecide(t *testing.T) {
 				aReply("r2").created(secs(4)).selects("color", "green").by("bob")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled, deadline: secs(3),
 				answers: red, settlement: settled("r1", alice, false, secs(5)),
-				changes: []replyWant{applied("r1"), rejected("r2", hitlv1.CodeNotAnswerable, "Settled")}},
+				changes: []replyWant{applied("r1"), closed("r2", "Settled")}},
 		},
 
 		// 5. Late replies to a continued question.
@@ -607,7 +622,7 @@ func TestDecide(t *testing.T) {
 			in:   withQueued().agentAdmits("r1").plus(aReply("r2").created(secs(29)).selects("color", "green")).at(secs(30)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled, deadline: secs(3), continuedAt: secs(3),
 				answers: red, settlement: settled("r1", alice, true, secs(30)),
-				changes: []replyWant{admitted("r1"), rejected("r2", hitlv1.CodeNotAnswerable, "Settled")}},
+				changes: []replyWant{admitted("r1"), closed("r2", "Settled")}},
 		},
 		{
 			name: "admitting a reply that is not the queued one changes nothing",
@@ -663,26 +678,26 @@ func TestDecide(t *testing.T) {
 			name: "cancelling a continued question drops its queued reply, which becomes not answerable",
 			in:   withQueued().agentCancels().at(secs(30)),
 			want: decideWant{state: hitlv1.StateCancelled, transition: hitlv1.StateCancelled, deadline: secs(3), continuedAt: secs(3),
-				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "question "+askName, "Cancelled")}},
+				changes: []replyWant{closed("r1", "question "+askName, "Cancelled")}},
 		},
 		{
 			name: "a reply seen with the cancellation is not answerable",
 			in:   given(aQuestion().cancelled(), aReply("r1").created(secs(1)).selects("color", "red")).at(secs(1)),
 			want: decideWant{state: hitlv1.StateCancelled, transition: hitlv1.StateCancelled,
-				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "question "+askName, "Cancelled")}},
+				changes: []replyWant{closed("r1", "question "+askName, "Cancelled")}},
 		},
 		{
 			name: "a reply to a cancelled question is not answerable",
 			in: given(aQuestion().cancelled()).at(secs(1)).reconciled().
 				plus(aReply("r1").created(secs(5)).selects("color", "red")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateCancelled,
-				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "question "+askName, "Cancelled")}},
+				changes: []replyWant{closed("r1", "question "+askName, "Cancelled")}},
 		},
 		{
 			name: "a reply to a settled question is not answerable and the question does not change",
 			in:   settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).selects("color", "green")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{rejected("r2", hitlv1.CodeNotAnswerable, "question "+askName, "Settled")}, unchanged: true},
+				changes: []replyWant{closed("r2", "question "+askName, "Settled")}, unchanged: true},
 		},
 		{
 			name: "a settled question stays settled when the agent cancels it later",
@@ -805,7 +820,7 @@ func TestDecide(t *testing.T) {
 			name: "a crash after cancelling: the reply that was queued is rejected as not answerable",
 			in:   withQueued().agentCancels().at(secs(30)).crashedAfterQuestionWrite().at(secs(31)),
 			want: decideWant{state: hitlv1.StateCancelled, deadline: secs(3), continuedAt: secs(3),
-				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "Cancelled")}, unchanged: true},
+				changes: []replyWant{closed("r1", "Cancelled")}, unchanged: true},
 		},
 
 		// 11. Time to live after finishing.
@@ -920,7 +935,7 @@ func TestDecide(t *testing.T) {
 			in: settledByR1(aQuestion()).gone("r1").
 				plus(aReply("r1").uid("uid-r1-again").created(secs(5)).selects("color", "green").by("bob")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{rejected("r1", hitlv1.CodeNotAnswerable, "question "+askName, "Settled")}, unchanged: true},
+				changes: []replyWant{closed("r1", "question "+askName, "Settled")}, unchanged: true},
 		},
 		{
 			name: "a reply re-created under the admitted reply's name is not Admitted",
@@ -954,7 +969,7 @@ func TestDecide(t *testing.T) {
 			name: "a reply created before its question is NOT_ANSWERABLE and the question stays open",
 			in:   given(aQuestion(), aReply("r1").created(secs(-1)).selects("color", "red")).at(secs(1)),
 			want: decideWant{state: hitlv1.StateOpen,
-				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "reply r1 was created at", "before question "+askName)}},
+				changes: []replyWant{closedAlone("r1", "reply r1 was created at", "before question "+askName)}},
 		},
 		{
 			name: "a reply created before its question does not take the next reply's place: the next settles",
@@ -963,13 +978,13 @@ func TestDecide(t *testing.T) {
 				aReply("r2").created(secs(1)).selects("color", "green").by("bob")).at(secs(1)),
 			want: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled,
 				answers: green, settlement: settled("r2", bob, false, secs(1)),
-				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "before question"), applied("r2")}},
+				changes: []replyWant{closedAlone("r1", "before question"), applied("r2")}},
 		},
 		{
 			name: "a reply created before a continued question is NOT_ANSWERABLE, not queued",
 			in:   continued().plus(aReply("r1").created(secs(-1)).selects("color", "red")).at(secs(10)),
 			want: decideWant{state: hitlv1.StateContinued, deadline: secs(3), continuedAt: secs(3),
-				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "before question")}},
+				changes: []replyWant{closedAlone("r1", "before question")}},
 		},
 		{
 			// Creation timestamps have whole seconds: only a reply created
@@ -983,7 +998,7 @@ func TestDecide(t *testing.T) {
 			name: "a reply naming another UID in spec.questionRef.uid is NOT_ANSWERABLE and the question stays open",
 			in:   given(aQuestion(), aReply("r1").created(secs(1)).answersUID("uid-earlier").selects("color", "red")).at(secs(1)),
 			want: decideWant{state: hitlv1.StateOpen,
-				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "uid-earlier", "spec.questionRef.uid", string(askUID))}},
+				changes: []replyWant{closedAlone("r1", "uid-earlier", "spec.questionRef.uid", string(askUID))}},
 		},
 		{
 			name: "a reply naming the live question's UID settles it",
@@ -995,13 +1010,13 @@ func TestDecide(t *testing.T) {
 			name: "a reply naming another UID is NOT_ANSWERABLE on a settled question too, and changes nothing",
 			in:   settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).answersUID("uid-earlier").selects("color", "green")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{refused("r2", hitlv1.CodeNotAnswerable, "spec.questionRef.uid")}, unchanged: true},
+				changes: []replyWant{closedAlone("r2", "spec.questionRef.uid")}, unchanged: true},
 		},
 		{
 			name: "a reply owned by an earlier question of the same name is NOT_ANSWERABLE",
 			in:   given(aQuestion(), aReply("r1").created(secs(1)).ownedBy(askName, "uid-earlier").selects("color", "red")).at(secs(1)),
 			want: decideWant{state: hitlv1.StateOpen,
-				changes: []replyWant{refused("r1", hitlv1.CodeNotAnswerable, "uid-earlier", "metadata.ownerReferences")}},
+				changes: []replyWant{closedAlone("r1", "uid-earlier", "metadata.ownerReferences")}},
 		},
 		{
 			name: "a reply owned by its question settles it",

@@ -54,7 +54,7 @@ func setReplyConditions(st *hitlv1.QuestionReplyStatus, generation int64, now ti
 			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
 	}
 	switch st.Outcome {
-	case hitlv1.OutcomeApplied, hitlv1.OutcomeAdmitted, hitlv1.OutcomeCounted:
+	case hitlv1.OutcomeApplied, hitlv1.OutcomeAdmitted, hitlv1.OutcomeCounted, hitlv1.OutcomeClosed:
 		cond(hitlv1.ConditionReady, metav1.ConditionTrue, string(st.Outcome))
 		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, hitlv1.ConditionStalled)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -160,10 +161,10 @@ func (d *decider) vote(r *hitlv1.QuestionReply) {
 	}
 	switch d.st.State {
 	case hitlv1.StateContinued:
-		d.st.QueuedReply = &hitlv1.QueuedReply{Name: r.Name, UID: r.UID, Answers: r.Spec.Answers, AnsweredBy: by, QueuedAt: metav1.NewMicroTime(d.in.Now)}
+		d.st.QueuedReply = ptr.To(d.entry(r, by))
 		d.outcome(r, hitlv1.OutcomeQueued, "", fmt.Sprintf("queued on question %s until the agent admits it", q.Name))
 	case hitlv1.StateOpen:
-		d.settle(r.Name, r.UID, r.Spec.Answers, by, false)
+		d.settle(d.entry(r, by), false)
 		d.outcome(r, hitlv1.OutcomeApplied, "", fmt.Sprintf("settled question %s inside its window", q.Name))
 	}
 }

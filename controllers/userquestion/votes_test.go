@@ -197,6 +197,12 @@ func TestVotes(t *testing.T) {
 	refused := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says, alone: true}
 	}
+	// closed is the final, healthy outcome of a reply whose question was
+	// finished or gone: Closed, NOT_ANSWERABLE.
+	closed := func(reply string, says ...string) replyWant {
+		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
+	}
+
 
 	// The policies, and the rules they fix into status.approval.
 	two := aPolicy("two-approvers", 2).obj()
@@ -370,7 +376,7 @@ func TestVotes(t *testing.T) {
 			policies: []hitlv1.ApprovalPolicy{two},
 			want: voteWant{decideWant: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled, answers: red,
 				settlement: settledWith("r2", carolUser, false, secs(2), bobVote, aVote("r2", carolUser, approve, secs(2))),
-				changes:    []replyWant{countedReply("r1"), applied("r2"), rejected("r3", hitlv1.CodeNotAnswerable, "question "+askName, "Settled")}},
+				changes:    []replyWant{countedReply("r1"), applied("r2"), closed("r3", "question "+askName, "Settled")}},
 				approval: twoRule, votes: []hitlv1.Vote{bobVote, aVote("r2", carolUser, approve, secs(2))}, tally: "2/2"},
 		},
 		{
@@ -379,7 +385,7 @@ func TestVotes(t *testing.T) {
 				plus(aReply("r3").created(secs(4)).selects("color", "green").by("dave")).at(secs(4)),
 			want: voteWant{decideWant: decideWant{state: hitlv1.StateSettled, answers: red,
 				settlement: settledWith("r2", carolUser, false, secs(3), bobVote, aVote("r2", carolUser, approve, secs(3))),
-				changes:    []replyWant{rejected("r3", hitlv1.CodeNotAnswerable, "Settled")}, unchanged: true},
+				changes:    []replyWant{closed("r3", "Settled")}, unchanged: true},
 				approval: twoRule, votes: []hitlv1.Vote{bobVote, aVote("r2", carolUser, approve, secs(3))}, tally: "2/2"},
 		},
 		{
@@ -430,7 +436,7 @@ func TestVotes(t *testing.T) {
 			policies: []hitlv1.ApprovalPolicy{two},
 			want: voteWant{decideWant: decideWant{state: hitlv1.StateSettled, transition: hitlv1.StateSettled, answers: green,
 				settlement: settledWith("r2", carolUser, false, secs(2), bobVote, aVote("r2", carolUser, reject, secs(2))),
-				changes:    []replyWant{countedReply("r1"), applied("r2"), rejected("r3", hitlv1.CodeNotAnswerable, "Settled")}},
+				changes:    []replyWant{countedReply("r1"), applied("r2"), closed("r3", "Settled")}},
 				approval: twoRule, votes: []hitlv1.Vote{bobVote, aVote("r2", carolUser, reject, secs(2))}, tally: "1/2 (1 no)"},
 		},
 		{
@@ -717,7 +723,7 @@ func TestVotes(t *testing.T) {
 			name: "cancelling a question whose deciding vote is queued: the reply is NOT_ANSWERABLE and its vote is dropped",
 			in:   carolQueued().agentCancels().at(secs(30)),
 			want: voteWant{decideWant: decideWant{state: hitlv1.StateCancelled, transition: hitlv1.StateCancelled, deadline: secs(3), continuedAt: secs(3),
-				changes: []replyWant{rejected("r2", hitlv1.CodeNotAnswerable, "question "+askName, "Cancelled")}},
+				changes: []replyWant{closed("r2", "question "+askName, "Cancelled")}},
 				approval: twoRule, votes: []hitlv1.Vote{bobVote}, tally: "1/2"},
 		},
 		{

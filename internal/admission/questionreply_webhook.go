@@ -14,6 +14,7 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/controllers/provenance"
 	"github.com/hitl-dev/hitl/internal/access"
 )
 
@@ -71,13 +72,22 @@ func (w *ReplyWebhook) Default(ctx context.Context, r *hitlv1.QuestionReply) err
 // (NOT_ANSWERABLE), from the identity that asked an Approval or PlanReview
 // question (SELF_APPROVAL), to a Settled or Cancelled question
 // (NOT_ANSWERABLE), while a reply is queued (REPLY_QUEUED), or with a bad
-// batch (BAD_ANSWER).
+// batch (BAD_ANSWER). A reply that carries a GitOps engine's mark is not
+// refused NOT_ANSWERABLE: the controller closes it.
 func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionReply) (admission.Warnings, error) {
 	q, err := w.question(ctx, r)
 	if err != nil {
 		return nil, err
 	}
+	// A reply a GitOps engine applies is never refused for its question
+	// being finished or gone: its file outlives the question in Git, and a
+	// refusal would turn the engine red at every sync. The controller
+	// closes it instead (Closed, NOT_ANSWERABLE), healthy.
+	fromGit := provenance.EngineOf(r) != nil
 	if q == nil {
+		if fromGit {
+			return nil, nil
+		}
 		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.name", "question %s does not exist in namespace %s", r.Spec.QuestionRef.Name, r.Namespace)
 	}
 	user, err := requestUser(ctx)
@@ -94,13 +104,13 @@ func (w *ReplyWebhook) ValidateCreate(ctx context.Context, r *hitlv1.QuestionRep
 	if label, set := r.Labels[hitlv1.AgentLabel]; set && label != q.Spec.Agent {
 		return nil, denial(r, hitlv1.CodeAgentMismatch, "metadata.labels", "label %s=%q names another agent than question %s's %q", hitlv1.AgentLabel, label, q.Name, q.Spec.Agent)
 	}
-	if uid := r.Spec.QuestionRef.UID; uid != "" && uid != q.UID {
+	if uid := r.Spec.QuestionRef.UID; uid != "" && uid != q.UID && !fromGit {
 		return nil, denial(r, hitlv1.CodeNotAnswerable, "spec.questionRef.uid", "reply answers question %s with UID %s, not the live question's %s", q.Name, uid, q.UID)
 	}
 	if q.NeedsOtherApprover() && hitlv1.SameUser(userInfo(user), q.Spec.AskedBy) {
 		return nil, denial(r, hitlv1.CodeSelfApproval, "spec.answeredBy", "%s asked question %s (spec.askedBy) and may not answer its own Approval or PlanReview question", user.Username, q.Name)
 	}
-	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &q.Status); code != "" {
+	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &q.Status); code != "" && (code != hitlv1.CodeNotAnswerable || !fromGit) {
 		if code == hitlv1.CodeReplyQueued {
 			why += "; withdraw it or wait for the agent to admit it"
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/controllers/provenance"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	. "github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -316,6 +317,22 @@ var _ = Describe("Answering", func() {
 			hitlv1.CodeNotAnswerable, "question open is Settled")
 		deniedByWebhook(as("alice").Create(ctx, Reply("nowhere", ns, "missing").Select("env", "prod").Obj()),
 			hitlv1.CodeNotAnswerable, "question missing does not exist in namespace "+ns+" (spec.questionRef.name)")
+	})
+
+	It("lets a reply a GitOps engine applies reach a settled or missing question, which the controller closes", func() {
+		Expect(as("alice").Create(ctx, Reply("first", ns, "open").Select("env", "staging").Obj())).To(Succeed())
+		Eventually(state(ns, "open")).Should(Equal(hitlv1.StateSettled))
+		for _, r := range []*hitlv1.QuestionReply{
+			Reply("from-git", ns, "open").Select("env", "prod").Obj(),
+			Reply("from-git-gone", ns, "missing").Select("env", "prod").Obj(),
+		} {
+			r.Labels = map[string]string{provenance.FluxNameLabel: "answers", provenance.FluxNamespaceLabel: ns}
+			Eventually(func() error { return as("alice").Create(ctx, r) }).Should(Succeed())
+			Eventually(outcome(ns, r.Name)).Should(Equal(hitlv1.OutcomeClosed))
+		}
+		q := &hitlv1.UserQuestion{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "open"}, q)).To(Succeed())
+		Expect(q.Status.Settlement.Reply).To(Equal("first"))
 	})
 
 	It("refuses a second reply while one is queued with REPLY_QUEUED", func() {

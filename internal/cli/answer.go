@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
@@ -18,34 +18,50 @@ import (
 )
 
 // replyOptions are shared by answer, approve and deny: where the reply goes
-// and whether it is sent or printed for a GitOps repository.
+// and whether it is sent, or prepared as a manifest for a GitOps
+// repository (--dry-run=client prints it, --to-file writes it).
 type replyOptions struct {
 	*common
 	target    string // the question's name
 	replyName string
 	dryRun    string
+	toFile    string
+	overwrite bool
 	output    *outputFlags
 }
 
 func (o *replyOptions) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.replyName, "name", "", "name of the QuestionReply (default: generated)")
+	cmd.Flags().StringVar(&o.replyName, "name", "", "name of the QuestionReply (default: generated; for a manifest, QUESTION-<hash of your username>)")
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", `"client" prints the reply manifest instead of creating it (for a GitOps repository)`)
+	cmd.Flags().StringVar(&o.toFile, "to-file", "", `write the reply manifest, with a comment for its reviewer, to this file ("-": stdout) instead of creating the reply, to commit it to a GitOps repository`)
+	cmd.Flags().BoolVar(&o.overwrite, "overwrite", false, "with --to-file: replace the file even if it holds something other than a reply to the same question")
 	o.output = newOutputFlags("the outcome (yaml with --dry-run=client)", false)
 	o.output.addFlags(cmd)
 	cmd.ValidArgsFunction = o.completeQuestions((*hitlv1.UserQuestion).Answerable)
 }
 
 func (o *replyOptions) validate() error {
-	if o.dryRun != "none" && o.dryRun != "client" {
+	switch {
+	case o.dryRun != "none" && o.dryRun != "client":
 		return fmt.Errorf(`--dry-run must be "none" or "client", not %q`, o.dryRun)
+	case o.toFile != "" && o.dryRun == "client":
+		return errors.New("--to-file writes the manifest that --dry-run=client prints: give one of them")
+	case o.toFile != "" && !o.output.isHuman() && o.output.format() != "yaml":
+		return fmt.Errorf("--to-file writes YAML: -o %s does not go with it", o.output.format())
+	case o.overwrite && o.toFile == "":
+		return errors.New("--overwrite goes with --to-file")
 	}
 	return o.output.validate()
 }
 
-// submit checks the batch against the question, then prints the reply
-// manifest (--dry-run=client) or creates it and reports its outcome. The
-// reply is bound to the question read, by its uid and its spec digest: a
-// question replaced or changed since is not answered by it.
+// manifest reports whether the reply is prepared as a manifest, applied
+// later by whoever applies it, rather than created now.
+func (o *replyOptions) manifest() bool { return o.dryRun == "client" || o.toFile != "" }
+
+// submit checks the batch against the question, then prepares the reply
+// manifest (writeManifest) or creates the reply and reports its outcome.
+// The reply is bound to the question read, by its uid and its spec
+// digest: a question replaced or changed since is not answered by it.
 func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) error {
 	if err := validation.ValidateAnswers(q.Spec.Questions, answers); err != nil {
 		return err
@@ -58,15 +74,8 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 			Answers:     answers,
 		},
 	}
-	if o.dryRun == "client" {
-		if reply.Name == "" {
-			// A manifest committed to Git needs a fixed name.
-			reply.Name = q.Name + "-" + utilrand.String(5)
-		}
-		if o.output.isHuman() {
-			*o.output.print.OutputFormat = "yaml"
-		}
-		return o.output.printObject(o.streams.Out, reply)
+	if o.manifest() {
+		return o.writeManifest(ctx, q, reply)
 	}
 	if reply.Name == "" {
 		reply.GenerateName = q.Name + "-"
@@ -90,16 +99,23 @@ func (o *replyOptions) submit(ctx context.Context, q *hitlv1.UserQuestion, answe
 	return o.output.printObject(o.streams.Out, created)
 }
 
-// read reads the question to reply to. Unless the reply is printed as a
-// manifest (applied later, by whoever applies it), a second vote of the
-// user on a governed question is refused before the person is prompted
-// and before anything is created.
+// read reads the question to reply to, and refuses, before the person is
+// prompted and before anything is created or written, a reply that could
+// not count: a manifest for a question no reply can answer any more
+// (checkPreparable), or a second vote of the user on a governed question.
+// A manifest's vote is not the user's but that of whoever applies it, so
+// it is not checked against the user's.
 func (o *replyOptions) read(ctx context.Context) (*hitlv1.UserQuestion, error) {
 	q, err := o.question(ctx, o.target)
-	if err != nil || o.dryRun == "client" {
-		return q, err
+	if err != nil {
+		return nil, err
 	}
-	if err := o.checkVoter(ctx, q); err != nil {
+	if o.manifest() {
+		err = o.checkPreparable(q)
+	} else {
+		err = o.checkVoter(ctx, q)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -159,10 +175,20 @@ func newAnswerCommand(c *common) *cobra.Command {
 		Use:   "answer NAME",
 		Short: "Answer a question, by flags or, without them, by interactive prompts",
 		Long: `Answer a question. Questions not named by a flag are skipped (a batch may
-skip some questions, not all). Without flags, each question is prompted for.`,
+skip some questions, not all). Without flags, each question is prompted for.
+
+For a GitOps repository, --to-file writes the reply as a manifest to commit
+instead of creating it (--dry-run=client prints it): bound to the question
+read by its uid and spec digest, named QUESTION-<hash of your username> (or
+--name) so that preparing it again rewrites the same reply, with no
+answeredBy (whoever applies it answers), and opened by a comment for the
+reviewer. A question already Settled or Cancelled is refused
+(NOT_ANSWERABLE); a file that holds anything but a reply to the same
+question is not replaced without --overwrite.`,
 		Example: `  kubectl hitl answer deploy-target --select env=staging --custom notes="ship it"
   kubectl hitl answer lunch-order --select food=pizza,salad
   kubectl hitl answer deploy-target --select env=prod --skip notes --dry-run=client -o yaml > reply.yaml
+  kubectl hitl answer deploy-target --select env=prod --to-file replies/deploy-target.yaml
   kubectl hitl answer deploy-target          # interactive`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -299,10 +325,11 @@ func newDecideCommand(c *common, approve bool) *cobra.Command {
 	if approve {
 		use, short = "approve NAME", "Approve a PlanReview or Approval question"
 	}
+	verb := strings.Fields(use)[0]
 	cmd := &cobra.Command{
 		Use:     use,
 		Short:   short,
-		Example: "  kubectl hitl " + strings.Fields(use)[0] + " migration-plan",
+		Example: "  kubectl hitl " + verb + " migration-plan\n  kubectl hitl " + verb + " migration-plan --to-file replies/migration-plan.yaml",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.target = args[0]

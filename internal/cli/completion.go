@@ -23,6 +23,7 @@ later), put an executable named kubectl_complete-hitl on your PATH that runs:
   kubectl-hitl __complete "$@"
 
 Question and reply names are completed from the cluster, in the namespace
-that -n or the kubeconfig selects.`
+that -n or the kubeconfig selects; -o completes the output formats of its
+command (markdown for show).`
 	}
 }

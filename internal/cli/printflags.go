@@ -18,15 +18,17 @@ import (
 // cli-runtime's PrintFlags (json, yaml, kyaml, name, go-template,
 // go-template-file, template, templatefile, jsonpath, jsonpath-as-json,
 // jsonpath-file), kubectl's custom-columns and custom-columns-file, and the
-// command's own output for people: the default, and "wide" where the
-// command has one.
+// command's own output for people: the default, "wide" where the command
+// has one, and "markdown" where it renders one.
 type outputFlags struct {
 	print   *genericclioptions.PrintFlags
 	columns *get.CustomColumnsPrintFlags
 	// human names the command's own output in -o's help ("a table",
-	// "the card"); wide says whether it has a wide form.
-	human string
-	wide  bool
+	// "the card"); wide says whether it has a wide form, markdown whether
+	// it renders markdown (withMarkdown).
+	human    string
+	wide     bool
+	markdown bool
 }
 
 func newOutputFlags(human string, wide bool) *outputFlags {
@@ -37,11 +39,21 @@ func newOutputFlags(human string, wide bool) *outputFlags {
 	}
 }
 
-// formats are the -o values, for help and errors.
+// withMarkdown lets -o markdown through, for a command that renders its
+// object as markdown itself (isMarkdown).
+func (f *outputFlags) withMarkdown() *outputFlags {
+	f.markdown = true
+	return f
+}
+
+// formats are the -o values, for help, errors and shell completion.
 func (f *outputFlags) formats() []string {
 	var out []string
 	if f.wide {
 		out = append(out, "wide")
+	}
+	if f.markdown {
+		out = append(out, "markdown")
 	}
 	out = append(out, f.print.AllowedFormats()...)
 	return append(out, f.columns.AllowedFormats()...)
@@ -54,6 +66,11 @@ func (f *outputFlags) addFlags(cmd *cobra.Command) {
 		fmt.Sprintf("output format: empty for %s, or one of (%s); as kubectl get's", f.human, strings.Join(f.formats(), ", ")))
 	cmd.Flags().BoolVar(&f.columns.NoHeaders, "no-headers", false, "with -o custom-columns: print no header line")
 	f.print.OutputFlagSpecified = func() bool { return cmd.Flag("output").Changed }
+	// As kubectl get completes -o: the format names (a template or a
+	// column list follows one after "=").
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return f.formats(), cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 // format is the -o value; a --template without -o means go-template, as
@@ -75,9 +92,14 @@ func (f *outputFlags) isHuman() bool {
 // isWide reports whether -o wide was asked for.
 func (f *outputFlags) isWide() bool { return f.wide && f.format() == "wide" }
 
-// validate checks -o by building its printer.
+// isMarkdown reports whether -o markdown was asked for, of a command that
+// renders it.
+func (f *outputFlags) isMarkdown() bool { return f.markdown && f.format() == "markdown" }
+
+// validate checks -o by building its printer; the command's own formats
+// need none.
 func (f *outputFlags) validate() error {
-	if f.isHuman() {
+	if f.isHuman() || f.isMarkdown() {
 		return nil
 	}
 	_, err := f.printer()

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -142,15 +143,11 @@ func printCard(w io.Writer, q *hitlv1.UserQuestion, now time.Time) {
 		printQuestion(w, &q.Spec.Questions[i])
 	}
 	if r := q.Status.QueuedReply; r != nil {
-		fmt.Fprintf(w, "Queued reply %s from %s, waiting for the agent to admit it:\n", r.Name, user(r.AnsweredBy))
+		fmt.Fprintf(w, "%s:\n", queuedText(r))
 		printAnswers(w, r.Answers)
 	}
 	if s := q.Status.Settlement; s != nil {
-		when := "in window"
-		if s.Late {
-			when = "late"
-		}
-		fmt.Fprintf(w, "Settled %s by reply %s from %s at %s:\n", when, s.Reply, user(s.AnsweredBy), s.At.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "%s:\n", settledText(s))
 		printAnswers(w, q.Status.Answers)
 	}
 	if q.Status.State == hitlv1.StateCancelled {
@@ -168,15 +165,29 @@ func printVotes(w io.Writer, q *hitlv1.UserQuestion) {
 	}
 	fmt.Fprintf(w, "votes %s: settles with %s\n", ap.Tally, ap.Rules())
 	for _, v := range ap.Votes {
-		fmt.Fprintf(w, "  %s: %s", user(&v.By), v.Choice)
-		if len(v.Sets) > 0 {
-			fmt.Fprintf(w, " (counts for %s)", strings.Join(v.Sets, ", "))
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %s\n", voteText(v))
 	}
-	if needs := ap.Needs(); len(needs) > 0 && !q.Status.State.Terminal() {
+	if needs := stillNeeded(q, ap); len(needs) > 0 {
 		fmt.Fprintf(w, "still needed: %s\n", strings.Join(needs, "; "))
 	}
+}
+
+// voteText is one vote in words: "carol: Approve (counts for prod/sre)".
+func voteText(v hitlv1.Vote) string {
+	s := fmt.Sprintf("%s: %s", user(&v.By), v.Choice)
+	if len(v.Sets) > 0 {
+		s += fmt.Sprintf(" (counts for %s)", strings.Join(v.Sets, ", "))
+	}
+	return s
+}
+
+// stillNeeded is what a governed question lacks to settle; nothing once it
+// is Settled or Cancelled, when it can get no more.
+func stillNeeded(q *hitlv1.UserQuestion, ap *answerer.Approval) []string {
+	if q.Status.State.Terminal() {
+		return nil
+	}
+	return ap.Needs()
 }
 
 func printQuestion(w io.Writer, q *hitlv1.Question) {
@@ -184,14 +195,7 @@ func printQuestion(w io.Writer, q *hitlv1.Question) {
 	if q.Header != "" {
 		header = "[" + q.Header + "] "
 	}
-	kind := "single choice"
-	switch {
-	case len(q.Options) == 0:
-		kind = "free text"
-	case q.MultiSelect:
-		kind = "multiple choice"
-	}
-	fmt.Fprintf(w, "%s%s  (%s, id %s)\n", header, q.Question, kind, q.ID)
+	fmt.Fprintf(w, "%s%s  (%s, id %s)\n", header, q.Question, questionKind(q), q.ID)
 	if in := q.Intent; in != nil {
 		switch {
 		case in.PlanReview != nil:
@@ -222,19 +226,51 @@ func printQuestion(w io.Writer, q *hitlv1.Question) {
 	fmt.Fprintln(w)
 }
 
+// questionKind says how a question is answered: "single choice",
+// "multiple choice" or "free text".
+func questionKind(q *hitlv1.Question) string {
+	switch {
+	case len(q.Options) == 0:
+		return "free text"
+	case q.MultiSelect:
+		return "multiple choice"
+	}
+	return "single choice"
+}
+
 func printAnswers(w io.Writer, answers []hitlv1.AnswerItem) {
 	for _, a := range answers {
-		switch {
-		case a.Skipped():
-			fmt.Fprintf(w, "  %s: (skipped)\n", a.ID)
-		case a.Custom != "" && len(a.Selected) > 0:
-			fmt.Fprintf(w, "  %s: %s + %q\n", a.ID, strings.Join(a.Selected, ", "), a.Custom)
-		case a.Custom != "":
-			fmt.Fprintf(w, "  %s: %q\n", a.ID, a.Custom)
-		default:
-			fmt.Fprintf(w, "  %s: %s\n", a.ID, strings.Join(a.Selected, ", "))
-		}
+		fmt.Fprintf(w, "  %s: %s\n", a.ID, answerText(a))
 	}
+}
+
+// answerText is one answer in words: the labels selected, the custom text
+// quoted (so that it holds no line break), or "(skipped)".
+func answerText(a hitlv1.AnswerItem) string {
+	switch {
+	case a.Skipped():
+		return "(skipped)"
+	case a.Custom != "" && len(a.Selected) > 0:
+		return strings.Join(a.Selected, ", ") + " + " + strconv.Quote(a.Custom)
+	case a.Custom != "":
+		return strconv.Quote(a.Custom)
+	}
+	return strings.Join(a.Selected, ", ")
+}
+
+// queuedText says which late reply waits, and whose.
+func queuedText(r *hitlv1.QueuedReply) string {
+	return fmt.Sprintf("Queued reply %s from %s, waiting for the agent to admit it", r.Name, user(r.AnsweredBy))
+}
+
+// settledText says how a question was settled: in its window or late, by
+// which reply, whose, and when.
+func settledText(s *hitlv1.Settlement) string {
+	when := "in window"
+	if s.Late {
+		when = "late"
+	}
+	return fmt.Sprintf("Settled %s by reply %s from %s at %s", when, s.Reply, user(s.AnsweredBy), s.At.UTC().Format(time.RFC3339))
 }
 
 func user(u *hitlv1.UserInfo) string {

@@ -18,12 +18,20 @@ type showOptions struct {
 }
 
 func newShowCommand(c *common) *cobra.Command {
-	o := &showOptions{common: c, output: newOutputFlags("the card", false)}
+	o := &showOptions{common: c, output: newOutputFlags("the card", false).withMarkdown()}
 	cmd := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a question as a card: its questions, options, window, claims, queued reply and answers",
+		Long: `Show a question as a card: its questions, options, window, claims, queued
+reply and answers.
+
+-o markdown renders it for the description of a pull request that commits
+a reply to it (answer --to-file): the question's text is escaped and its
+detail shown as markdown source, so that nothing the agent wrote can add
+HTML or structure to the page.`,
 		Example: `  kubectl hitl show deploy-target
-  kubectl hitl show deploy-target -o jsonpath='{.status.state}'`,
+  kubectl hitl show deploy-target -o jsonpath='{.status.state}'
+  kubectl hitl show deploy-target -o markdown > pr-description.md`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeQuestions(anyQuestion),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,10 +51,14 @@ func (o *showOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !o.output.isHuman() {
+	switch {
+	case o.output.isMarkdown():
+		printMarkdown(o.streams.Out, q)
+	case !o.output.isHuman():
 		return o.output.printObject(o.streams.Out, q)
+	default:
+		printCard(o.streams.Out, q, time.Now())
 	}
-	printCard(o.streams.Out, q, time.Now())
 	return nil
 }
 

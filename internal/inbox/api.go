@@ -93,7 +93,7 @@ func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 	s.claims.releaseQuestion(p.key(), req.Namespace, req.Name)
 	res := outcomeResponse{Reply: out.Reply, Outcome: string(out.Outcome), Reason: string(out.Reason), Message: out.Message}
 	res.Explanation = explain(string(out.Outcome))
-	if out.Outcome == hitlv1.OutcomeRejected {
+	if out.Outcome == hitlv1.OutcomeRejected || out.Outcome == hitlv1.OutcomeClosed {
 		res.Explanation = explain(string(out.Reason))
 	}
 	writeJSON(w, http.StatusOK, res)

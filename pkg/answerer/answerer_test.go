@@ -389,7 +389,9 @@ var _ = Describe("Reply", func() {
 		Expect(validation.CodeOf(err)).To(Equal(hitlv1.CodeNotAnswerable))
 		Expect(err.Error()).To(ContainSubstring("replaced"))
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(stale), &hitlv1.QuestionReply{})).NotTo(Succeed())
-		Expect(question(ns, "q")().Status.State).To(Equal(hitlv1.StateOpen))
+		// The new question may not have had its first look yet: it is
+		// Open once it has, and nothing settled it.
+		Eventually(func() hitlv1.QuestionState { return question(ns, "q")().Status.State }).Should(Equal(hitlv1.StateOpen))
 	})
 })
 

@@ -24,21 +24,22 @@ type Outcome struct {
 	// the agent to admit it; it may be withdrawn until then), Counted (a
 	// vote on a governed question, counted in its status.votes, that did
 	// not decide it: the question waits for more approvals; the outcome is
-	// final, and a success) or Rejected.
+	// final, and a success), Rejected, or Closed (the question was already
+	// finished or gone: NOT_ANSWERABLE).
 	Outcome hitlv1.ReplyOutcome
-	// Reason is the error code of a Rejected reply.
+	// Reason is the error code of a Rejected or Closed reply.
 	Reason hitlv1.ErrorCode
 	// Message explains the outcome; for a rejection it starts with the code.
 	Message string
 }
 
-// Err returns nil unless the reply was Rejected (Applied, Queued and
-// Counted are successes); then a *validation.Error
+// Err returns nil unless the reply was Rejected or Closed (Applied, Queued
+// and Counted are successes); then a *validation.Error
 // with the reason as its code and the message, without its "CODE: "
 // prefix, as its rule, so that a rejection by the controller reads like a
 // denial by the webhook.
 func (o Outcome) Err() error {
-	if o.Outcome != hitlv1.OutcomeRejected {
+	if o.Outcome != hitlv1.OutcomeRejected && o.Outcome != hitlv1.OutcomeClosed {
 		return nil
 	}
 	return &validation.Error{Code: o.Reason, Rule: strings.TrimPrefix(o.Message, string(o.Reason)+": ")}

@@ -194,6 +194,8 @@ func TestQuestionReplyHealth(t *testing.T) {
 		{"a vote counted", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeCounted, ObservedGeneration: 1}, "Healthy", "Counted"},
 		{"rejected", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeRejected, ObservedGeneration: 1, Reason: hitlv1.CodeNotAnswerable, Message: "NOT_ANSWERABLE: the question is Settled"},
 			"Degraded", "Rejected: NOT_ANSWERABLE"},
+		{"closed: its question finished or gone", hitlv1.QuestionReplyStatus{Outcome: hitlv1.OutcomeClosed, ObservedGeneration: 1, Reason: hitlv1.CodeNotAnswerable,
+			Message: "NOT_ANSWERABLE: question q is Settled"}, "Healthy", "Closed"},
 		{"an unknown outcome", hitlv1.QuestionReplyStatus{Outcome: "Deferred"}, "Progressing", "Unknown outcome Deferred"},
 	}
 	outcomes := map[hitlv1.ReplyOutcome]bool{}
@@ -206,7 +208,7 @@ func TestQuestionReplyHealth(t *testing.T) {
 			}
 		})
 	}
-	for _, o := range []hitlv1.ReplyOutcome{hitlv1.OutcomeApplied, hitlv1.OutcomeQueued, hitlv1.OutcomeAdmitted, hitlv1.OutcomeRejected, hitlv1.OutcomeCounted} {
+	for _, o := range []hitlv1.ReplyOutcome{hitlv1.OutcomeApplied, hitlv1.OutcomeQueued, hitlv1.OutcomeAdmitted, hitlv1.OutcomeRejected, hitlv1.OutcomeCounted, hitlv1.OutcomeClosed} {
 		if !outcomes[o] {
 			t.Errorf("no case of outcome %s", o)
 		}

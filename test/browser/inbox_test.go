@@ -241,9 +241,11 @@ func TestAReplyToAQuestionSettledMeanwhileIsNotAnswerableAndTheListRecovers(t *t
 	e.g.Expect(e.admin.Delete(e.ctx, e.question("gone"))).To(Succeed())
 	e.ask(Question("fresh", e.ns).Ask("env", "A new one?", "yes", "no").Obj())
 
-	e.do(tab, chromedp.Click(card("race", `button.primary`)), chromedp.WaitVisible(card("race", ".outcome-rejected")))
+	// The reply came after the question was settled: Closed (final and
+	// healthy), with the reason NOT_ANSWERABLE and what it means.
+	e.do(tab, chromedp.Click(card("race", `button.primary`)), chromedp.WaitVisible(card("race", ".outcome-closed")))
 	out := e.text(tab, card("race", "[data-outcome]"))
-	e.g.Expect(out).To(ContainSubstring("Rejected: NOT_ANSWERABLE"))
+	e.g.Expect(out).To(ContainSubstring("Closed: NOT_ANSWERABLE"))
 	e.g.Expect(out).To(ContainSubstring("settled (someone answered first)"))
 	e.screenshot(tab, card("race"), "inbox-rejected")
 	e.g.Expect(e.question("race").Status.Settlement.AnsweredBy.Username).To(Equal("bob-"+e.ns), "the question did not change")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -204,9 +205,10 @@ func (c *checker) reply(name string) {
 			continue
 		}
 		// none → any outcome (the recorder may have missed a Queued
-		// version), Queued → Admitted; Applied, Admitted, Rejected and
-		// Counted are final.
-		legal := outcome == "" || outcome == hitlv1.OutcomeQueued && next == hitlv1.OutcomeAdmitted
+		// version), Queued → Admitted, or Closed when its question is
+		// cancelled; Applied, Admitted, Rejected, Counted and Closed are
+		// final.
+		legal := outcome == "" || outcome == hitlv1.OutcomeQueued && (next == hitlv1.OutcomeAdmitted || next == hitlv1.OutcomeClosed)
 		if !legal {
 			c.violate("reply-outcome-changed", obj, "outcome went from %s to %s", outcome, next)
 		}
@@ -225,8 +227,9 @@ func (c *checker) reply(name string) {
 	case r.Status.Outcome == "":
 		c.violate("reply-lost", obj, "no outcome at the end of the run")
 	case q == nil:
-		if r.Status.Outcome != hitlv1.OutcomeRejected {
-			c.violate("reply-outcome", obj, "outcome %s for a question never seen", r.Status.Outcome)
+		// An orphan: its question is gone.
+		if r.Status.Outcome != hitlv1.OutcomeClosed || r.Status.Reason != hitlv1.CodeNotAnswerable {
+			c.violate("reply-outcome", obj, "outcome %s %s for a question never seen, want Closed %s", r.Status.Outcome, r.Status.Reason, hitlv1.CodeNotAnswerable)
 		}
 	case r.Status.Outcome == hitlv1.OutcomeApplied || r.Status.Outcome == hitlv1.OutcomeAdmitted:
 		st := q.Status.Settlement
@@ -251,7 +254,56 @@ func (c *checker) reply(name string) {
 		if settledBy(q) == name {
 			c.violate("reply-outcome", obj, "Rejected, but question %s is settled by it", q.Name)
 		}
+		// NOT_ANSWERABLE is Closed now, but for a vote past the votes a
+		// governed question records (MaxVotes): the question is open.
+		if r.Status.Reason == hitlv1.CodeNotAnswerable && !c.heldMaxVotes(q.Name) {
+			c.violate("reply-outcome", obj, "Rejected %s, but question %s never held %d votes: a reply to a finished or gone question is Closed",
+				hitlv1.CodeNotAnswerable, q.Name, hitlv1.MaxVotes)
+		}
+	case r.Status.Outcome == hitlv1.OutcomeClosed:
+		c.closed(obj, r, q)
 	}
+}
+
+// closed checks a Closed reply: NOT_ANSWERABLE, for a question finished
+// (Settled, Cancelled, or being cancelled) or gone (deleted, or another
+// question of the same name than the one the reply was made for), that it
+// neither settled nor counts a vote on.
+func (c *checker) closed(obj string, r *hitlv1.QuestionReply, q *hitlv1.UserQuestion) {
+	if r.Status.Reason != hitlv1.CodeNotAnswerable {
+		c.violate("reply-outcome", obj, "Closed with reason %q, want %s", r.Status.Reason, hitlv1.CodeNotAnswerable)
+	}
+	vs := c.h.questions[q.Name]
+	if !vs[len(vs)-1].Deleted && !madeForAnother(r, q) && !q.Status.State.Terminal() && !q.Spec.Cancelled {
+		c.violate("reply-outcome", obj, "Closed, but question %s is %s, not cancelled, and not gone", q.Name, q.Status.State)
+	}
+	if settledBy(q) == r.Name {
+		c.violate("reply-outcome", obj, "Closed, but question %s is settled by it", q.Name)
+	}
+	if slices.ContainsFunc(q.Status.Votes, func(v hitlv1.Vote) bool { return v.Reply == r.Name && (v.ReplyUID == "" || v.ReplyUID == r.UID) }) {
+		c.violate("reply-outcome", obj, "Closed, but question %s counts its vote: %v", q.Name, voters(q.Status.Votes))
+	}
+}
+
+// madeForAnother reports whether reply r was made for another question of
+// q's name: it names another UID, was created before q, or another
+// question owns it.
+func madeForAnother(r *hitlv1.QuestionReply, q *hitlv1.UserQuestion) bool {
+	if q.UID == "" {
+		return false
+	}
+	if uid := r.Spec.QuestionRef.UID; uid != "" && uid != q.UID || r.CreationTimestamp.Before(&q.CreationTimestamp) {
+		return true
+	}
+	return slices.ContainsFunc(r.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "UserQuestion" && o.UID != q.UID })
+}
+
+// heldMaxVotes reports whether a version of the question held the most
+// votes a governed question records.
+func (c *checker) heldMaxVotes(question string) bool {
+	return slices.ContainsFunc(c.h.questions[question], func(v version[*hitlv1.UserQuestion]) bool {
+		return v.Object.Status.Approval != nil && len(v.Object.Status.Votes) >= hitlv1.MaxVotes
+	})
 }
 
 func settledBy(q *hitlv1.UserQuestion) string {
@@ -558,8 +610,11 @@ func (c *checker) clients() {
 			continue
 		}
 		r, deleted := lastReply(vs)
-		ok := r.Status.Outcome == rv.Outcome || rv.Outcome == hitlv1.OutcomeQueued && (r.Status.Outcome == hitlv1.OutcomeAdmitted || deleted)
-		if !ok || rv.Outcome == hitlv1.OutcomeRejected && r.Status.Reason != rv.Reason {
+		// Told Queued, the reply may since be Admitted, Closed (its
+		// question cancelled) or withdrawn.
+		ok := r.Status.Outcome == rv.Outcome ||
+			rv.Outcome == hitlv1.OutcomeQueued && (r.Status.Outcome == hitlv1.OutcomeAdmitted || r.Status.Outcome == hitlv1.OutcomeClosed || deleted)
+		if !ok || (rv.Outcome == hitlv1.OutcomeRejected || rv.Outcome == hitlv1.OutcomeClosed) && r.Status.Reason != rv.Reason {
 			c.violate("answerer-told-other-outcome", "reply/"+rv.Reply, "the answerer was told %s %s, the reply is %s %s",
 				rv.Outcome, rv.Reason, r.Status.Outcome, r.Status.Reason)
 		}

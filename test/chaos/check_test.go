@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -51,6 +52,21 @@ func reply(name, rv string, outcome hitlv1.ReplyOutcome, answers []hitlv1.Answer
 	r.Spec.QuestionRef.Name = "q1"
 	r.Spec.Answers = answers
 	r.Status.Outcome = outcome
+	return r
+}
+
+// closedReply is reply name to q1, Closed NOT_ANSWERABLE: its question
+// was finished or gone.
+func closedReply(name, rv string, answers []hitlv1.AnswerItem) *hitlv1.QuestionReply {
+	return withReason(reply(name, rv, hitlv1.OutcomeClosed, answers), hitlv1.CodeNotAnswerable)
+}
+
+func rejectedReply(name, rv string, code hitlv1.ErrorCode, answers []hitlv1.AnswerItem) *hitlv1.QuestionReply {
+	return withReason(reply(name, rv, hitlv1.OutcomeRejected, answers), code)
+}
+
+func withReason(r *hitlv1.QuestionReply, code hitlv1.ErrorCode) *hitlv1.QuestionReply {
+	r.Status.Reason = code
 	return r
 }
 
@@ -203,8 +219,40 @@ func TestCheckFindsBrokenPromises(t *testing.T) {
 		{"answerer told another outcome", history{
 			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
 			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))}},
-			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeNotAnswerable}}},
+			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeClosed, Reason: hitlv1.CodeNotAnswerable}}},
 		}, "answerer-told-other-outcome"},
+		{"answerer told another reason for a Closed reply", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, closedReply("r2", "6", batch("b")))}},
+			views: clientViews{Replies: []replyView{{Question: "q1", Reply: "r2", Outcome: hitlv1.OutcomeClosed, Reason: hitlv1.CodeReplyQueued}}},
+		}, "answerer-told-other-outcome"},
+		{"a reply to a settled question Rejected NOT_ANSWERABLE, not Closed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, rejectedReply("r2", "6", hitlv1.CodeNotAnswerable, batch("b")))}},
+		}, "reply-outcome"},
+		{"a reply to a question never seen Rejected, not Closed", history{
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, rejectedReply("r1", "2", hitlv1.CodeNotAnswerable, batch("a")))}},
+		}, "reply-outcome"},
+		{"a reply to an open question Closed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking)}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, closedReply("r1", "2", batch("a")))}},
+		}, "reply-outcome"},
+		{"a Closed reply that settled its question", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, closedReply("r1", "4", batch("a")))}},
+		}, "reply-outcome"},
+		{"a Closed reply with another reason", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, withReason(closedReply("r2", "6", batch("b")), hitlv1.CodeBadAnswer))}},
+		}, "reply-outcome"},
+		{"a Closed reply that changed", history{
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, closedReply("r2", "6", batch("b"))), rv(3, reply("r2", "7", hitlv1.OutcomeApplied, batch("b")))}},
+		}, "reply-outcome-changed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rules(t, tc.h); !slices.Contains(got, tc.want) {
@@ -347,5 +395,94 @@ func TestLateCountsTheTimeALeaderServed(t *testing.T) {
 				t.Fatalf("late reported: %t, want %t", got, c.late)
 			}
 		})
+	}
+}
+
+// A reply that comes after its question finished, or for a question that
+// is gone, is Closed NOT_ANSWERABLE: a final, healthy outcome, and what
+// the answerer is told. A queued reply whose question is cancelled goes
+// from Queued to Closed.
+func TestCheckAcceptsClosedReplies(t *testing.T) {
+	blocking := question("1", 0)
+	timed := question("1", 5*time.Second)
+	cancelled := func(q *hitlv1.UserQuestion, rv string) *hitlv1.UserQuestion {
+		q = q.DeepCopy()
+		q.ResourceVersion = rv
+		q.Spec.Cancelled = true
+		q.Status.State = hitlv1.StateCancelled
+		return q
+	}
+	queued := continuedAt(timed, "3", at(5))
+	queued.Status.QueuedReply = &hitlv1.QueuedReply{Name: "r1"}
+	beingCancelled := blocking.DeepCopy()
+	beingCancelled.ResourceVersion = "2"
+	beingCancelled.Spec.Cancelled = true
+	for name, h := range map[string]history{
+		"after the settlement": {
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, settled(blocking, "3", "r1", false, batch("a")))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, reply("r1", "4", hitlv1.OutcomeApplied, batch("a")))},
+				"r2": {rv(2, reply("r2", "5", "", batch("b"))), rv(2.1, closedReply("r2", "6", batch("b")))}},
+			views: clientViews{Asks: []askView{{Question: "q1", Answers: batch("a")}},
+				Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeApplied},
+					{Question: "q1", Reply: "r2", Outcome: hitlv1.OutcomeClosed, Reason: hitlv1.CodeNotAnswerable}}},
+		},
+		"racing the cancellation": {
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, cancelled(blocking, "2"))}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1.1, closedReply("r1", "4", batch("a")))}},
+			views:     clientViews{Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeClosed, Reason: hitlv1.CodeNotAnswerable}}},
+		},
+		"while the question is being cancelled": {
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, blocking), qv(1, beingCancelled)}},
+			replies:   map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1.1, closedReply("r1", "4", batch("a")))}},
+		},
+		"queued, then its question cancelled": {
+			questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, timed), qv(5, continuedAt(timed, "2", at(5))), qv(6, queued),
+				qv(8, cancelled(continuedAt(timed, "2", at(5)), "7"))}},
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(6, reply("r1", "4", hitlv1.OutcomeQueued, batch("a"))),
+				rv(8.1, closedReply("r1", "8", batch("a")))}},
+			views: clientViews{Asks: []askView{{Question: "q1", Timed: true, Pending: true}},
+				Replies: []replyView{{Question: "q1", Reply: "r1", Outcome: hitlv1.OutcomeQueued}}},
+		},
+		"its question never seen": {
+			replies: map[string][]version[*hitlv1.QuestionReply]{"r1": {rv(1, closedReply("r1", "2", batch("a")))}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := rules(t, h); len(got) != 0 {
+				t.Fatalf("violations: %v", got)
+			}
+			rep := &report{}
+			h.end, h.events = at(100), servingEvents
+			if h.claims == nil {
+				h.claims = map[string][]version[*hitlv1.QuestionClaim]{}
+			}
+			check(rep, h)
+			if rep.Outcomes[string(hitlv1.OutcomeClosed)] != 1 {
+				t.Fatalf("outcomes %v, want one Closed", rep.Outcomes)
+			}
+		})
+	}
+}
+
+// NOT_ANSWERABLE stays Rejected for one reply only: a vote past the
+// MaxVotes votes a governed question records, the question still open.
+func TestCheckAcceptsAVoteRejectedPastMaxVotes(t *testing.T) {
+	q := governedQuestion("1")
+	var votes []hitlv1.Vote
+	for i := range hitlv1.MaxVotes {
+		votes = append(votes, vote(fmt.Sprintf("v%02d", i), fmt.Sprintf("user-%02d", i)))
+	}
+	h := history{
+		questions: map[string][]version[*hitlv1.UserQuestion]{"q1": {qv(0, q), qv(1, withVotes(q, "3", votes...))}},
+		replies: map[string][]version[*hitlv1.QuestionReply]{
+			"r1": {rv(2, voteReply("r1", "dave", "4", hitlv1.OutcomeRejected, batch("a")))}},
+	}
+	h.replies["r1"][0].Object.Status.Reason = hitlv1.CodeNotAnswerable
+	if got := rules(t, h); slices.Contains(got, "reply-outcome") {
+		t.Fatalf("a vote past MaxVotes Rejected NOT_ANSWERABLE counted as a violation: %v", got)
+	}
+	h.questions["q1"] = h.questions["q1"][:1]
+	if got := rules(t, h); !slices.Contains(got, "reply-outcome") {
+		t.Fatalf("Rejected NOT_ANSWERABLE on a question that never held %d votes: %v", hitlv1.MaxVotes, got)
 	}
 }

@@ -126,7 +126,9 @@ var _ = Describe("an outage of the manager", Serial, func() {
 			To(Equal("Settled alice-1 alice yes"))
 
 		Eventually(outcome("race-1")).Should(Equal("Applied "))
-		Eventually(outcome("race-2")).Should(Equal("Rejected NOT_ANSWERABLE"))
+		// The race's loser came for a finished question: Closed, final and
+		// healthy, not Rejected.
+		Eventually(outcome("race-2")).Should(Equal("Closed NOT_ANSWERABLE"))
 		Expect(jsonpath(ns, "uq/race", "{.status.settlement.reply}")()).To(Equal("race-1"))
 
 		Eventually(jsonpath(ns, "uq/timed", "{.status.state} {.status.queuedReply.name}")).Should(Equal("Continued alice-late"))

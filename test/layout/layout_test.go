@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"api/"},
 	{"internal/rewatch", "internal/access", "internal/controlplane", "internal/kubeclient"},
 	{"internal/follow"},
-	{"pkg/", "controllers/claimreads", "controllers/closer", "controllers/eventbudget"},
+	{"pkg/", "controllers/claimreads", "controllers/closer", "controllers/eventbudget", "controllers/provenance"},
 	{"controllers/userquestion", "internal/admission", "internal/inbox", "internal/mcp"},
 	{"internal/cli"},
 	// The manager's wiring is the one package of internal/ that imports

@@ -13,7 +13,9 @@ import (
 // rule fixed into a question on the controller's first look, and each
 // valid reply to a governed question counted as one identity's vote.
 
-// MaxVotes is how many votes a governed question records at most.
+// MaxVotes is how many votes a governed question records at most; a vote
+// past it is Rejected with NOT_ANSWERABLE (not Closed: its question is
+// still open).
 const MaxVotes = 64
 
 // Set is an approver set: the identities named in Users or in one of

@@ -319,11 +319,12 @@ type Sent struct {
 // deleted one is a new reply, judged afresh.
 //
 // The controller judges a reply first for what it is, then for the
-// question's state: a reply to a missing question is NOT_ANSWERABLE
+// question's state: a reply to a missing question is Closed, NOT_ANSWERABLE
 // (nothing to check it against); one whose author may not answer the agent
 // is FORBIDDEN (SPEC §3); one from the question's asker to a question with
 // an Approval or PlanReview intent is SELF_APPROVAL; only then come the
-// state, the queued reply and the batch rules.
+// state (a reply to a Settled or Cancelled question is Closed,
+// NOT_ANSWERABLE), the queued reply and the batch rules.
 func (m *Model) Reply(s Sent) (*Reply, error) {
 	if s.Labelled && !m.answerers[s.By] {
 		return nil, ErrForbidden
@@ -343,7 +344,7 @@ func (m *Model) Reply(s Sent) (*Reply, error) {
 	q := m.question(s.Question)
 	switch {
 	case q == nil:
-		m.reject(r, hitlv1.CodeNotAnswerable, "missing question")
+		m.close(r, "missing question")
 	case !m.answerers[s.By]:
 		m.reject(r, hitlv1.CodeForbidden, "the author may not answer the agent")
 	case s.By == q.AskedBy && q.NeedsOtherApprover:
@@ -353,7 +354,7 @@ func (m *Model) Reply(s Sent) (*Reply, error) {
 	case q.Pending():
 		panic(fmt.Sprintf("reply %s to question %s, whose rule is not known yet", s.Name, s.Question))
 	case q.State == hitlv1.StateSettled || q.State == hitlv1.StateCancelled:
-		m.reject(r, hitlv1.CodeNotAnswerable, "question "+string(q.State))
+		m.close(r, "question "+string(q.State))
 	case q.State == hitlv1.StateContinued && q.Queued != "":
 		m.reject(r, hitlv1.CodeReplyQueued, "already queued: "+q.Queued)
 	case !s.Valid:
@@ -408,7 +409,7 @@ func (m *Model) Admit(question, reply, by string) error {
 
 // Cancel sets spec.cancelled on a question, as by; anyone but the asker is
 // refused (NOT_OWNER). An Open or Continued question is Cancelled, and a
-// queued reply is then Rejected with NOT_ANSWERABLE; a Settled or
+// queued reply is then Closed with NOT_ANSWERABLE; a Settled or
 // Cancelled question does not change.
 func (m *Model) Cancel(question, by string) error {
 	q := m.question(question)
@@ -425,7 +426,7 @@ func (m *Model) Cancel(question, by string) error {
 		if q.Queued != "" {
 			m.Seen["cancelled with a queued reply"]++
 			m.noteShown(m.Replies[q.Queued])
-			m.reject(m.Replies[q.Queued], hitlv1.CodeNotAnswerable, "cancelled while queued")
+			m.close(m.Replies[q.Queued], "cancelled while queued")
 			if q.Rule != nil {
 				q.unvote(q.Queued, q.QueuedGen)
 				m.Seen["cancelled with a queued deciding vote"]++
@@ -635,6 +636,16 @@ func (m *Model) reject(r *Reply, code hitlv1.ErrorCode, why string) {
 	r.Outcome, r.Reason = hitlv1.OutcomeRejected, code
 	m.Seen["rejected "+string(code)]++
 	m.logf("reply %s: Rejected %s (%s)", r.Name, code, why)
+}
+
+// close gives a reply whose question is finished (Settled or Cancelled,
+// or cancelled while the reply was queued) or gone (missing, or deleted
+// after its TTL) its final, healthy outcome: Closed, NOT_ANSWERABLE. Only
+// a vote past MaxVotes is still Rejected with NOT_ANSWERABLE.
+func (m *Model) close(r *Reply, why string) {
+	r.Outcome, r.Reason = hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable
+	m.Seen["closed NOT_ANSWERABLE ("+why+")"]++
+	m.logf("reply %s: Closed NOT_ANSWERABLE (%s)", r.Name, why)
 }
 
 // settle applies the rules that depend on time and claims, after every

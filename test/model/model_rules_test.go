@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func TestLateReplyQueuesAndIsAdmitted(t *testing.T) {
 	must(t, m.DeleteReply("r2", alice))
 	expectState(t, m, "q", hitlv1.StateSettled)
 	reply(t, m, "r4", "q", true)
-	expectOutcome(t, m, "r4", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "r4", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 }
 
 func TestWithdrawnReplyLeavesTheQuestionAnswerable(t *testing.T) {
@@ -121,7 +122,7 @@ func TestWithdrawnReplyLeavesTheQuestionAnswerable(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectState(t, m, "q", hitlv1.StateCancelled)
-	expectOutcome(t, m, "r2", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "r2", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 	expectOutcome(t, m, "r1", hitlv1.OutcomeQueued, "")
 }
 
@@ -183,7 +184,7 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	reply(t, m, "r2", "later", true)
-	expectOutcome(t, m, "r2", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "r2", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 	if m.Questions["later"].Deleted {
 		t.Fatal("deleted before its TTL")
 	}
@@ -192,7 +193,7 @@ func TestTTL(t *testing.T) {
 		t.Fatal("TTL 1800 s deletes the question, its replies and its claims at the next step")
 	}
 	reply(t, m, "r3", "later", true)
-	expectOutcome(t, m, "r3", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "r3", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 	if err := m.Cancel("later", bot); err != ErrNotFound {
 		t.Fatal("a deleted question is not found")
 	}
@@ -214,7 +215,7 @@ func TestWindowStart(t *testing.T) {
 	}
 }
 
-// A queued reply admitted, or rejected by a cancel, while the manager is
+// A queued reply admitted, or closed by a cancel, while the manager is
 // down and deleted before it starts again goes with the outcome its object
 // showed: the manager never saw it to write the new one. The question still
 // settles (or is cancelled) as if the reply had stayed.
@@ -310,7 +311,7 @@ func TestAReplyReCreatedUnderADeletedNameIsJudgedAfresh(t *testing.T) {
 	if _, err := m.Reply(Sent{Name: "r1", Question: "q", By: bob, Valid: true, Labelled: true}); err != nil {
 		t.Fatal(err)
 	}
-	expectOutcome(t, m, "r1", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "r1", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 	if s := m.Questions["q"].Settlement; s.Reply != "r1" || s.Gen != 1 || m.Replies["r1"].Gen != 2 {
 		t.Fatalf("the settlement follows the first r1: %+v, reply gen %d", s, m.Replies["r1"].Gen)
 	}
@@ -476,7 +477,7 @@ func TestDecidingVoteQueuedWithdrawnAndCancelled(t *testing.T) {
 	vote(t, m, "b2", "q", bob, true)
 	expectOutcome(t, m, "b2", hitlv1.OutcomeQueued, "")
 	must(t, m.Cancel("q", bot))
-	expectOutcome(t, m, "b2", hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	expectOutcome(t, m, "b2", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
 	if q.Tally() != "1/2" || len(q.Votes) != 1 {
 		t.Fatalf("tally %s, votes %v after the cancellation", q.Tally(), q.Votes)
 	}
@@ -502,5 +503,47 @@ func TestAPolicyRaceLeavesEitherRule(t *testing.T) {
 	m.FixRule("q", 1)
 	if r := m.Ask(Ask{Name: "r", Created: t0.Add(time.Second)}); r.Pending() || r.Rule == nil {
 		t.Fatal("a question asked after one that saw the policy sees it too")
+	}
+}
+
+// A reply whose question is finished or gone is Closed, NOT_ANSWERABLE:
+// final and healthy. A vote past the MaxVotes a governed question records
+// is still Rejected, NOT_ANSWERABLE: its question is open.
+func TestClosedForAFinishedOrGoneQuestionRejectedPastMaxVotes(t *testing.T) {
+	m := newModel()
+	reply(t, m, "orphan", "never-asked", true)
+	expectOutcome(t, m, "orphan", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
+	m.Ask(Ask{Name: "c", Created: t0.Add(time.Second)})
+	must(t, m.Cancel("c", bot))
+	reply(t, m, "toCancelled", "c", true)
+	expectOutcome(t, m, "toCancelled", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
+	// Judged for what it is first: a bad batch to a finished question is
+	// still Closed (the state comes before the batch rules), and the
+	// outsider's unlabelled reply is FORBIDDEN.
+	reply(t, m, "badToCancelled", "c", false)
+	expectOutcome(t, m, "badToCancelled", hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable)
+	if _, err := m.Reply(Sent{Name: "outsider", Question: "c", By: mallory, Valid: true}); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcome(t, m, "outsider", hitlv1.OutcomeRejected, hitlv1.CodeForbidden)
+
+	var people []string
+	groups := map[string][]string{}
+	for i := range MaxVotes + 1 {
+		people = append(people, fmt.Sprintf("person-%02d", i))
+	}
+	m = New(t0, Tenancy{Agent: bot, Answerers: people, Groups: groups})
+	m.PutPolicy(Policy{Name: "p", Rule: RuleSpec{Approvals: MaxVotes + 1}})
+	q := m.Ask(Ask{Name: "q", Created: t0.Add(time.Second)})
+	seenLatest(m, "q")
+	for i, by := range people {
+		vote(t, m, fmt.Sprintf("v%02d", i), "q", by, true)
+	}
+	for i := range MaxVotes {
+		expectOutcome(t, m, fmt.Sprintf("v%02d", i), hitlv1.OutcomeCounted, "")
+	}
+	expectOutcome(t, m, fmt.Sprintf("v%02d", MaxVotes), hitlv1.OutcomeRejected, hitlv1.CodeNotAnswerable)
+	if len(q.Votes) != MaxVotes || q.State != hitlv1.StateOpen {
+		t.Fatalf("%d votes, %s: the vote past MaxVotes is not counted and the question stays open", len(q.Votes), q.State)
 	}
 }

@@ -317,17 +317,39 @@ func settlementString(s *hitlv1.Settlement) string {
 }
 
 func final(o hitlv1.ReplyOutcome) bool {
-	return o == hitlv1.OutcomeApplied || o == hitlv1.OutcomeAdmitted || o == hitlv1.OutcomeRejected || o == hitlv1.OutcomeCounted
+	return o == hitlv1.OutcomeApplied || o == hitlv1.OutcomeAdmitted || o == hitlv1.OutcomeRejected || o == hitlv1.OutcomeCounted ||
+		o == hitlv1.OutcomeClosed
 }
 
 // checkReply checks that a reply reaches exactly one final outcome:
-// Applied, Admitted and Rejected never change, and Queued changes only to
-// Admitted or Rejected.
+// Applied, Admitted, Counted, Rejected and Closed never change, and Queued
+// changes only to Admitted, or to Closed when its question is cancelled.
+// A Rejected reply has a reason, a Closed one NOT_ANSWERABLE, the others
+// none.
 func (r *recorder) checkReply(prev, reply *hitlv1.QuestionReply, deleted bool) {
 	st := &reply.Status
 	at := fmt.Sprintf("reply %s (resourceVersion %s, outcome %q)", reply.Name, reply.ResourceVersion, st.Outcome)
-	if st.Outcome == hitlv1.OutcomeRejected && st.Reason == "" || st.Outcome != hitlv1.OutcomeRejected && st.Reason != "" {
-		r.violate("%s: reason %q", at, st.Reason)
+	switch st.Outcome {
+	case hitlv1.OutcomeRejected:
+		if st.Reason == "" {
+			r.violate("%s: no reason", at)
+		}
+	case hitlv1.OutcomeClosed:
+		if st.Reason != hitlv1.CodeNotAnswerable {
+			r.violate("%s: reason %q, want %s", at, st.Reason, hitlv1.CodeNotAnswerable)
+		}
+		// Final and healthy: written with its conditions, Ready and never
+		// Stalled.
+		if c := meta.FindStatusCondition(st.Conditions, hitlv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(hitlv1.OutcomeClosed) {
+			r.violate("%s: condition Ready %+v, want True, reason Closed", at, c)
+		}
+		if meta.FindStatusCondition(st.Conditions, hitlv1.ConditionStalled) != nil {
+			r.violate("%s: condition Stalled on a Closed reply", at)
+		}
+	default:
+		if st.Reason != "" {
+			r.violate("%s: reason %q", at, st.Reason)
+		}
 	}
 	if prev != nil {
 		was := prev.Status
@@ -335,7 +357,7 @@ func (r *recorder) checkReply(prev, reply *hitlv1.QuestionReply, deleted bool) {
 		case final(was.Outcome) && (st.Outcome != was.Outcome || st.Reason != was.Reason):
 			r.violate("%s: final outcome %s/%s changed to %s/%s", at, was.Outcome, was.Reason, st.Outcome, st.Reason)
 		case was.Outcome == hitlv1.OutcomeQueued && st.Outcome != hitlv1.OutcomeQueued &&
-			st.Outcome != hitlv1.OutcomeAdmitted && st.Outcome != hitlv1.OutcomeRejected:
+			st.Outcome != hitlv1.OutcomeAdmitted && st.Outcome != hitlv1.OutcomeClosed:
 			r.violate("%s: Queued changed to %q", at, st.Outcome)
 		}
 	}
