@@ -203,7 +203,6 @@ func TestVotes(t *testing.T) {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
 	}
 
-
 	// The policies, and the rules they fix into status.approval.
 	two := aPolicy("two-approvers", 2).obj()
 	twoRule := &hitlv1.EffectiveApproval{Approvals: 2, Veto: true, ExcludeRequester: true,

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
-	"github.com/hitl-dev/hitl/controllers/provenance"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/controllers/provenance"
 	. "github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
