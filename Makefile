@@ -14,6 +14,9 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
 VULNDB_DIR ?= $(LOCALBIN)/vulndb-$(VULNDB_VERSION)
 ENVTEST_DIR ?= $(LOCALBIN)/k8s
+# Flux's source-controller and kustomize-controller and their CRDs, for
+# make test-gitops (hack/flux-assets.sh pins the versions).
+FLUX_DIR ?= $(LOCALBIN)/flux
 # The node binaries of make e2e-cluster (beside kube-apiserver, each stamped
 # with its version), and the helm CLI it installs the chart with.
 NODE_DIR ?= $(ENVTEST_DIR)
@@ -30,7 +33,7 @@ export GOTOOLCHAIN ?= auto
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
 # Packages of `make test`: everything but the end-to-end and benchmark suites.
-TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench -e /test/browser)
+TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench -e /test/browser -e /test/gitops)
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -90,6 +93,10 @@ e2e-cluster: build image release envtest-assets node-assets cluster-helm ## Brin
 .PHONY: test-browser
 test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/chromium.sh installs Debian's chromium when missing); SCREENSHOTS=1 rewrites docs/images.
 	CHROMIUM="$$(./hack/chromium.sh)" HITL_SCREENSHOTS=$(SCREENSHOTS) go test ./test/browser -count=1 -v -timeout 10m
+
+.PHONY: test-gitops
+test-gitops: envtest-assets flux-assets ## Run test/gitops: a real Flux (source-controller, kustomize-controller) applies and prunes commits pushed to a local Git server against the local control plane.
+	FLUX_ASSETS=$(FLUX_DIR) go test ./test/gitops/... -v -count=1 -timeout 20m
 
 .PHONY: bench
 bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes; SCALE=100k for the scale mode alone: 100,000 questions across 1,000 namespaces).
@@ -204,6 +211,10 @@ cluster-helm: $(CLUSTER_HELM) ## Build the helm CLI that make e2e-cluster instal
 $(CLUSTER_HELM):
 	@mkdir -p $(LOCALBIN)
 	go build -o $(CLUSTER_HELM) helm.sh/helm/v4/cmd/helm
+
+.PHONY: flux-assets
+flux-assets: ## Put Flux's source-controller and kustomize-controller and their CRDs under bin/flux (built from Go modules).
+	./hack/flux-assets.sh $(FLUX_DIR)
 
 .PHONY: envtest-assets
 envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).
