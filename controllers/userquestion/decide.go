@@ -327,7 +327,10 @@ func (d *decider) reply(r *hitlv1.QuestionReply) {
 		d.continueAt(d.in.Now)
 	}
 	if code, why := hitlv1.Unanswerable(q.Name, &q.Spec, &d.st); code == hitlv1.CodeNotAnswerable {
-		d.close(r, why+" (spec.questionRef.name)", false)
+		// A question read finished stays finished: no later status can
+		// make the reply anything but Closed, so it needs no fence. One
+		// this decision finishes does.
+		d.close(r, why+" (spec.questionRef.name)", q.Status.State.Terminal())
 		return
 	} else if code != "" {
 		d.reject(r, code, why+" (spec.questionRef.name)")

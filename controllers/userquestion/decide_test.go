@@ -342,7 +342,7 @@ func TestDecide(t *testing.T) {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
 	}
 	// closedAlone is Closed for what the reply is (made for a question
-	// that is gone), whatever the question's state.
+	// that is gone), or on a question read finished: it needs no fence.
 	closedAlone := func(reply string, says ...string) replyWant {
 		w := closed(reply, says...)
 		w.alone = true
@@ -691,13 +691,13 @@ func TestDecide(t *testing.T) {
 			in: given(aQuestion().cancelled()).at(secs(1)).reconciled().
 				plus(aReply("r1").created(secs(5)).selects("color", "red")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateCancelled,
-				changes: []replyWant{closed("r1", "question "+askName, "Cancelled")}},
+				changes: []replyWant{closedAlone("r1", "question "+askName, "Cancelled")}},
 		},
 		{
 			name: "a reply to a settled question is not answerable and the question does not change",
 			in:   settledByR1(aQuestion()).plus(aReply("r2").created(secs(5)).selects("color", "green")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{closed("r2", "question "+askName, "Settled")}, unchanged: true},
+				changes: []replyWant{closedAlone("r2", "question "+askName, "Settled")}, unchanged: true},
 		},
 		{
 			name: "a settled question stays settled when the agent cancels it later",
@@ -935,7 +935,7 @@ func TestDecide(t *testing.T) {
 			in: settledByR1(aQuestion()).gone("r1").
 				plus(aReply("r1").uid("uid-r1-again").created(secs(5)).selects("color", "green").by("bob")).at(secs(5)),
 			want: decideWant{state: hitlv1.StateSettled, answers: red, settlement: settled("r1", alice, false, secs(2)),
-				changes: []replyWant{closed("r1", "question "+askName, "Settled")}, unchanged: true},
+				changes: []replyWant{closedAlone("r1", "question "+askName, "Settled")}, unchanged: true},
 		},
 		{
 			name: "a reply re-created under the admitted reply's name is not Admitted",

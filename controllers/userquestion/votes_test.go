@@ -202,6 +202,12 @@ func TestVotes(t *testing.T) {
 	closed := func(reply string, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
 	}
+	// closedAlone is Closed on a question read finished: it needs no fence.
+	closedAlone := func(reply string, says ...string) replyWant {
+		w := closed(reply, says...)
+		w.alone = true
+		return w
+	}
 
 	// The policies, and the rules they fix into status.approval.
 	two := aPolicy("two-approvers", 2).obj()
@@ -384,7 +390,7 @@ func TestVotes(t *testing.T) {
 				plus(aReply("r3").created(secs(4)).selects("color", "green").by("dave")).at(secs(4)),
 			want: voteWant{decideWant: decideWant{state: hitlv1.StateSettled, answers: red,
 				settlement: settledWith("r2", carolUser, false, secs(3), bobVote, aVote("r2", carolUser, approve, secs(3))),
-				changes:    []replyWant{closed("r3", "Settled")}, unchanged: true},
+				changes:    []replyWant{closedAlone("r3", "Settled")}, unchanged: true},
 				approval: twoRule, votes: []hitlv1.Vote{bobVote, aVote("r2", carolUser, approve, secs(3))}, tally: "2/2"},
 		},
 		{

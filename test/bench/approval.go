@@ -40,17 +40,26 @@ func (b *bench) approvalLatency(ctx context.Context) error {
 	if err := b.governed(ctx); err != nil {
 		return err
 	}
-	var samples []time.Duration
+	var samples, created, toDecision, toSeen []time.Duration
 	together := 0
 	for range b.s.LatencySamples {
-		d, one, err := b.settleByVotes(ctx, voters)
+		s, one, err := b.settleByVotes(ctx, voters)
 		if err != nil {
 			return err
 		}
-		samples = append(samples, d)
+		samples = append(samples, s.total)
+		created, toDecision, toSeen = append(created, s.create), append(toDecision, s.toDecision), append(toSeen, s.toSeen)
 		if one {
 			together++
 		}
+	}
+	for _, part := range []struct {
+		name string
+		d    []time.Duration
+	}{{"second vote created", created}, {"to decision", toDecision}, {"decision to seen", toSeen}} {
+		p50, p99, _ := percentiles(part.d)
+		b.r.setMode(fmt.Sprintf("approval 2 of 3 settle latency ms, part: %s, p50", part.name), b.mode, ms(p50))
+		b.r.setMode(fmt.Sprintf("approval 2 of 3 settle latency ms, part: %s, p99", part.name), b.mode, ms(p99))
 	}
 	p50, p99, _ := percentiles(samples)
 	b.r.set("approval 2 of 3: settled by one write counting both votes, %", 100*float64(together)/float64(len(samples)))
@@ -131,35 +140,49 @@ func approvalAsk(n string) *hitlv1.UserQuestion {
 
 // settleByVotes asks a governed question, sends every voter's approval at
 // once, and returns how long from sending them until the agent's watch saw
-// the question Settled, and whether one status write counted both deciding
-// votes (they carry the same time).
-func (b *bench) settleByVotes(ctx context.Context, voters []client.Client) (time.Duration, bool, error) {
+// the question Settled, in parts (until the second vote was created, from
+// then to the decision, from the decision until seen), and whether one
+// status write counted both deciding votes (they carry the same time).
+func (b *bench) settleByVotes(ctx context.Context, voters []client.Client) (settled, bool, error) {
 	q := approvalAsk(name("vote"))
 	if err := b.c.Create(ctx, q); err != nil {
-		return 0, false, err
+		return settled{}, false, err
 	}
 	sent := time.Now()
-	errs := make(chan error, len(voters))
+	type done struct {
+		at  time.Time
+		err error
+	}
+	results := make(chan done, len(voters))
 	for i, v := range voters {
 		go func() {
 			r := answer(q)
 			r.Name = fmt.Sprintf("%s-v%d", q.Name, i)
-			errs <- v.Create(ctx, r)
+			err := v.Create(ctx, r)
+			results <- done{time.Now(), err}
 		}()
 	}
+	var created []time.Time
 	for range voters {
-		if err := <-errs; err != nil {
-			return 0, false, fmt.Errorf("voting: %w", err)
+		d := <-results
+		if d.err != nil {
+			return settled{}, false, fmt.Errorf("voting: %w", d.err)
 		}
+		created = append(created, d.at)
 	}
 	at, err := b.obs.wait(ctx, q.Name, hitlv1.StateSettled)
 	if err != nil {
-		return 0, false, err
+		return settled{}, false, err
 	}
 	if err := b.c.Get(ctx, client.ObjectKeyFromObject(q), q); err != nil {
-		return 0, false, err
+		return settled{}, false, err
 	}
 	votes := q.Status.Settlement.Votes
 	together := len(votes) == 2 && votes[0].At.Equal(&votes[1].At)
-	return at.Sub(sent), together, nil
+	second := created[1] // in the order the creates returned
+	s := settled{total: at.Sub(sent), create: second.Sub(sent)}
+	if decided, ok := b.obs.decidedAt(q.Name); ok {
+		s.toDecision, s.toSeen = decided.Sub(second), at.Sub(decided)
+	}
+	return s, together, nil
 }
