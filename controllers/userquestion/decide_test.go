@@ -296,6 +296,20 @@ type decideWant struct {
 	unchanged bool
 }
 
+// closed is the final, healthy outcome of a reply whose question was
+// finished or gone: Closed, NOT_ANSWERABLE.
+func closed(reply string, says ...string) replyWant {
+	return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
+}
+
+// closedAlone is Closed for what the reply is (made for a question that is
+// gone), or on a question read finished: it needs no fence.
+func closedAlone(reply string, says ...string) replyWant {
+	w := closed(reply, says...)
+	w.alone = true
+	return w
+}
+
 // replyWant is an expected ReplyChange; its message must contain each of
 // says. alone: the outcome follows from the reply and the question's spec
 // alone, and needs no fencing status write.
@@ -335,18 +349,6 @@ func TestDecide(t *testing.T) {
 	// question's state: it needs no fencing status write.
 	refused := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says, alone: true}
-	}
-	// closed is the final, healthy outcome of a reply whose question was
-	// finished or gone: Closed, NOT_ANSWERABLE.
-	closed := func(reply string, says ...string) replyWant {
-		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
-	}
-	// closedAlone is Closed for what the reply is (made for a question
-	// that is gone), or on a question read finished: it needs no fence.
-	closedAlone := func(reply string, says ...string) replyWant {
-		w := closed(reply, says...)
-		w.alone = true
-		return w
 	}
 	claim := func(name string, expires time.Time) Claim {
 		return Claim{Name: name, Holder: "inbox/" + name, ExpiresAt: expires}

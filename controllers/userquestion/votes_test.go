@@ -197,17 +197,6 @@ func TestVotes(t *testing.T) {
 	refused := func(reply string, code hitlv1.ErrorCode, says ...string) replyWant {
 		return replyWant{name: reply, outcome: hitlv1.OutcomeRejected, reason: code, says: says, alone: true}
 	}
-	// closed is the final, healthy outcome of a reply whose question was
-	// finished or gone: Closed, NOT_ANSWERABLE.
-	closed := func(reply string, says ...string) replyWant {
-		return replyWant{name: reply, outcome: hitlv1.OutcomeClosed, reason: hitlv1.CodeNotAnswerable, says: says}
-	}
-	// closedAlone is Closed on a question read finished: it needs no fence.
-	closedAlone := func(reply string, says ...string) replyWant {
-		w := closed(reply, says...)
-		w.alone = true
-		return w
-	}
 
 	// The policies, and the rules they fix into status.approval.
 	two := aPolicy("two-approvers", 2).obj()
