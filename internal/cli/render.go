@@ -260,7 +260,15 @@ func answerText(a hitlv1.AnswerItem) string {
 
 // queuedText says which late reply waits, and whose.
 func queuedText(r *hitlv1.QueuedReply) string {
-	return fmt.Sprintf("Queued reply %s from %s, waiting for the agent to admit it", r.Name, user(r.AnsweredBy))
+	return fmt.Sprintf("Queued reply %s from %s%s, waiting for the agent to admit it", r.Name, user(r.AnsweredBy), via(r.Source))
+}
+
+// via says how a reply a GitOps engine applied came, after its author.
+func via(s *hitlv1.ReplySource) string {
+	if s == nil {
+		return ""
+	}
+	return " (" + s.Via() + ")"
 }
 
 // settledText says how a question was settled: in its window or late, by
@@ -270,7 +278,7 @@ func settledText(s *hitlv1.Settlement) string {
 	if s.Late {
 		when = "late"
 	}
-	return fmt.Sprintf("Settled %s by reply %s from %s at %s", when, s.Reply, user(s.AnsweredBy), s.At.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("Settled %s by reply %s from %s%s at %s", when, s.Reply, user(s.AnsweredBy), via(s.Source), s.At.UTC().Format(time.RFC3339))
 }
 
 func user(u *hitlv1.UserInfo) string {

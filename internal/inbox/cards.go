@@ -122,6 +122,9 @@ type replyView struct {
 	Mine    bool
 	Late    bool
 	Answers string
+	// Via is how a reply a GitOps engine applied came ("via Git, commit
+	// 9b1d6c0 (verified), applied by Kustomization team-a/answers").
+	Via string
 }
 
 // specView is a question as the page's validator reads it.
@@ -252,12 +255,18 @@ func newStatus(q *hitlv1.UserQuestion, p Person, now time.Time) statusView {
 			v.Queued.By = qr.AnsweredBy.Username
 			v.Queued.Mine = qr.AnsweredBy.Username == p.Username
 		}
+		if qr.Source != nil {
+			v.Queued.Via = qr.Source.Via()
+		}
 	}
 	if s := q.Status.Settlement; s != nil && st == hitlv1.StateSettled {
 		v.Settled = &replyView{Name: s.Reply, Late: s.Late, Answers: summary(q.Status.Answers)}
 		if s.AnsweredBy != nil {
 			v.Settled.By = s.AnsweredBy.Username
 			v.Settled.Mine = s.AnsweredBy.Username == p.Username
+		}
+		if s.Source != nil {
+			v.Settled.Via = s.Source.Via()
 		}
 	}
 	v.Votes = newVotes(q, p, st)

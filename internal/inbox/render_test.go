@@ -177,3 +177,24 @@ func TestLocales(t *testing.T) {
 	g.Expect(localized(text, locales(r))).To(Equal("Erlauben?"), "de-CH falls back to de")
 	g.Expect(localized(text, []string{"ja"})).To(Equal("Allow?"), "en when no locale matches")
 }
+
+func TestCardsSayWhenAnAnswerCameThroughGit(t *testing.T) {
+	g := NewWithT(t)
+	s, err := New(Options{Auth: &ProxyAuth{Secret: []byte("0123456789abcdef")}, Clients: StaticClient(nil)})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer s.Close()
+	src := &hitlv1.ReplySource{Engine: hitlv1.EngineReference{Kind: "Kustomization", Namespace: "team-a", Name: "answers"},
+		Revision: "main@sha1:9b1d6c0e4f3a2d8c7b6a5e4f3d2c1b0a9e8d7c6b", Verified: true}
+	q := &hitlv1.UserQuestion{
+		ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "team-a", CreationTimestamp: metav1.Now()},
+		Spec:       hitlv1.UserQuestionSpec{Agent: "bot", Questions: []hitlv1.Question{{ID: "env", Question: "Where?", Options: []hitlv1.QuestionOption{{Label: "prod"}}}}},
+		Status: hitlv1.UserQuestionStatus{State: hitlv1.StateSettled, Answers: []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}},
+			Settlement: &hitlv1.Settlement{Reply: "q-3f9c", AnsweredBy: &hitlv1.UserInfo{Username: "system:serviceaccount:team-a:answers"}, Source: src}},
+	}
+	it := s.item(q, Person{Username: "alice"}, nil, time.Now())
+	g.Expect(it.Status + it.Card).To(ContainSubstring("via Git, commit 9b1d6c0 (verified), applied by Kustomization team-a/answers"))
+
+	q.Status.Settlement.Source = nil
+	it = s.item(q, Person{Username: "alice"}, nil, time.Now())
+	g.Expect(it.Status + it.Card).NotTo(ContainSubstring("via Git"), "a reply sent otherwise says nothing of Git")
+}
