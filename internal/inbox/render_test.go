@@ -196,5 +196,5 @@ func TestCardsSayWhenAnAnswerCameThroughGit(t *testing.T) {
 
 	q.Status.Settlement.Source = nil
 	it = s.item(q, Person{Username: "alice"}, nil, time.Now())
-	g.Expect(it.Status + it.Card).NotTo(ContainSubstring("via Git"), "a reply sent otherwise says nothing of Git")
+	g.Expect(it.Status+it.Card).NotTo(ContainSubstring("via Git"), "a reply sent otherwise says nothing of Git")
 }
