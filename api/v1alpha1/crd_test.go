@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -194,6 +195,18 @@ var _ = Describe("UserQuestion", func() {
 var _ = Describe("QuestionReply", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
+
+	It("reads as in progress to kstatus until the controller judges it: status.observedGeneration 0 below generation 1", func() {
+		Expect(k8s.Create(ctx, Reply("fresh", ns, "q").Select("env", "staging").Obj())).To(Succeed())
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(hitlv1.GroupVersion.String())
+		u.SetKind("QuestionReply")
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fresh"}, u)).To(Succeed())
+		observed, found, err := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(found).To(BeTrue(), "kstatus reads a reply without status.observedGeneration as current")
+		Expect(observed).To(BeNumerically("<", u.GetGeneration()))
+	})
 
 	It("accepts a batch and keeps its spec immutable", func() {
 		r := Reply("r", ns, "q").Select("env", "staging").Custom("notes", "none").Obj()

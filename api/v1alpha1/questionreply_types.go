@@ -124,8 +124,12 @@ type QuestionReplyStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 
-	// observedGeneration is the spec generation the status describes.
+	// observedGeneration is the spec generation the status describes; 0
+	// (the default) until the controller has judged the reply, so that
+	// kstatus-based tools (Flux's health checks) read a new reply as in
+	// progress rather than current.
 	// +optional
+	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions are Ready, Reconciling and Stalled, read by kstatus-based
@@ -208,8 +212,10 @@ type QuestionReply struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: delete the reply and create a new one"
 	Spec QuestionReplySpec `json:"spec"`
 
-	// status is what the controller did with the reply.
+	// status is what the controller did with the reply. A reply not yet
+	// judged reads {observedGeneration: 0}.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status QuestionReplyStatus `json:"status,omitempty"`
 }
 

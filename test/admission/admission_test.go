@@ -390,7 +390,7 @@ var answeringCases = []admissionCase{
 			refusedByWebhook(err, hitlv1.CodeNotAnswerable, "question "+q.Name+" is Settled")
 		} else {
 			Expect(err).NotTo(HaveOccurred())
-			s.expectRejected(again.Name, hitlv1.CodeNotAnswerable, q.Name)
+			s.expectClosed(again.Name, q.Name)
 		}
 		settled := s.storedQuestion(q.Name)
 		Expect(settled.Status.Settlement.Reply).To(Equal(first.Name))

@@ -301,8 +301,21 @@ func (s *scene) outcome(name string) hitlv1.QuestionReplyStatus {
 // checks that its message starts with the code and carries fragment.
 func (s *scene) expectRejected(name string, code hitlv1.ErrorCode, fragment string) {
 	GinkgoHelper()
+	s.expectOutcome(name, hitlv1.OutcomeRejected, code, fragment)
+}
+
+// expectClosed checks that the controller closed reply name, made when its
+// question was finished or gone: Closed, NOT_ANSWERABLE, the message
+// containing fragment.
+func (s *scene) expectClosed(name string, fragment string) {
+	GinkgoHelper()
+	s.expectOutcome(name, hitlv1.OutcomeClosed, hitlv1.CodeNotAnswerable, fragment)
+}
+
+func (s *scene) expectOutcome(name string, outcome hitlv1.ReplyOutcome, code hitlv1.ErrorCode, fragment string) {
+	GinkgoHelper()
 	st := s.outcome(name)
-	Expect(st.Outcome).To(Equal(hitlv1.OutcomeRejected), "reply %s: %s", name, st.Message)
+	Expect(st.Outcome).To(Equal(outcome), "reply %s: %s", name, st.Message)
 	Expect(st.Reason).To(Equal(code))
 	Expect(st.Message).To(HavePrefix(string(code) + ": "))
 	Expect(st.Message).To(ContainSubstring(fragment))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hitl-dev/hitl/test/testenv"
@@ -17,7 +18,7 @@ import (
 
 // startControlPlane starts the local control plane with hitl's CRDs and
 // Flux's (from crds) installed; the end of t stops it.
-func startControlPlane(t *testing.T, crds string) (*rest.Config, client.Client) {
+func startControlPlane(t *testing.T, crds string) (*envtest.Environment, *rest.Config, client.Client) {
 	t.Helper()
 	env := testenv.New()
 	env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, crds)
@@ -30,7 +31,7 @@ func startControlPlane(t *testing.T, crds string) (*rest.Config, client.Client) 
 			t.Errorf("stopping the local control plane: %v", err)
 		}
 	})
-	return cfg, c
+	return env, cfg, c
 }
 
 // controllerIdentities are the ServiceAccounts the controllers run as.
@@ -60,13 +61,14 @@ subjects:
   - {kind: ServiceAccount, name: kustomize-controller, namespace: flux-system}
 `
 
-// controllerKubeconfig writes a kubeconfig under dir that authenticates as
-// the ServiceAccount flux-system/name with a token of the TokenRequest API,
-// as a controller's Pod would, and returns its path.
-func controllerKubeconfig(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, dir, name string) string {
+// serviceAccountKubeconfig writes a kubeconfig under dir that
+// authenticates as the ServiceAccount namespace/name with a token of the
+// TokenRequest API, as a Pod of that ServiceAccount would, and returns its
+// path.
+func serviceAccountKubeconfig(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, dir, namespace, name string) string {
 	t.Helper()
 	// The token outlives the test's 20-minute timeout.
-	token, _, err := testenv.RequestToken(ctx, c, fluxNamespace, name, time.Hour)
+	token, _, err := testenv.RequestToken(ctx, c, namespace, name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func controllerKubeconfig(ctx context.Context, t *testing.T, cfg *rest.Config, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, name+".kubeconfig")
+	path := filepath.Join(dir, namespace+"-"+name+".kubeconfig")
 	if err := testenv.WriteFileAtomic(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
