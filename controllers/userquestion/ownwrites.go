@@ -51,6 +51,20 @@ func (w *ownWrites) record(replaced string, written client.Object, now time.Time
 	w.sweep(now)
 }
 
+// recordOver notes a write made over prev, an object as the controller
+// read it: from the cache, or one of its own writes that latest handed
+// out, in which case the cache still holds the version that write
+// replaced, and the new write stands in for that version now.
+func (w *ownWrites) recordOver(prev, written client.Object, now time.Time) {
+	replaced := prev.GetResourceVersion()
+	w.mu.Lock()
+	if o, ok := w.objects[prev.GetUID()]; ok && o.written.GetResourceVersion() == replaced {
+		replaced = o.replaced
+	}
+	w.mu.Unlock()
+	w.record(replaced, written, now)
+}
+
 // latest returns a copy of what the controller wrote over cached when the
 // cache has not yet seen that write, and otherwise cached itself.
 func latest[T client.Object](w *ownWrites, cached T, now time.Time) T {

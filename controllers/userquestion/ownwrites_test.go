@@ -96,3 +96,26 @@ func (w *ownWrites) len() int {
 	defer w.mu.Unlock()
 	return len(w.objects)
 }
+
+// A write over what latest handed out stands in for the version the cache
+// still holds, as a write over the cached object does.
+func TestOwnWritesRecordOverAnOwnWrite(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	w := newOwnWrites()
+	w.record("10", questionAt("11", hitlv1.StateSettled), now)
+	handed := latest(w, questionAt("10", hitlv1.StateOpen), now)
+	w.recordOver(handed, questionAt("12", hitlv1.StateSettled), now)
+	if got := latest(w, questionAt("10", hitlv1.StateOpen), now); got.ResourceVersion != "12" {
+		t.Errorf("the cache still at 10 read %s, want the later write, 12", got.ResourceVersion)
+	}
+	if got := latest(w, questionAt("11", hitlv1.StateSettled), now); got.ResourceVersion != "11" {
+		t.Errorf("a cache that moved on to 11 read %s, want it as it is", got.ResourceVersion)
+	}
+
+	w = newOwnWrites()
+	w.record("10", questionAt("11", hitlv1.StateSettled), now)
+	w.recordOver(questionAt("10", hitlv1.StateOpen), questionAt("12", hitlv1.StateSettled), now)
+	if got := latest(w, questionAt("10", hitlv1.StateOpen), now); got.ResourceVersion != "12" {
+		t.Errorf("a write over the cached 10: the cache still at 10 read %s, want 12", got.ResourceVersion)
+	}
+}

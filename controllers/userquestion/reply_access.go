@@ -3,6 +3,7 @@ package userquestion
 import (
 	"context"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -111,9 +112,14 @@ func (r *Reconciler) adopt(ctx context.Context, q *hitlv1.UserQuestion, replies 
 			next.Labels[hitlv1.AgentLabel] = q.Spec.Agent
 		}
 		next.Labels[hitlv1.QuestionLabel] = q.Name
-		if err := client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(reply))); err != nil {
+		if err := r.Patch(ctx, next, client.MergeFrom(reply)); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
 			return fmt.Errorf("labelling reply %s: %w", reply.Name, err)
 		}
+		// A look before the cache has this patch labels nothing twice.
+		r.own.recordOver(reply, next, r.Clock.Now())
 	}
 	return nil
 }
