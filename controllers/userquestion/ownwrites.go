@@ -1,6 +1,7 @@
 package userquestion
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +28,10 @@ type ownWrites struct {
 }
 
 type ownWrite struct {
-	replaced string // the resourceVersion the write replaced
+	// replaced are the resourceVersions the write stands in for: the one
+	// it replaced, and those of the controller's earlier writes over that
+	// one which the cache may hold meanwhile.
+	replaced []string
 	written  client.Object
 	at       time.Time
 }
@@ -47,7 +51,7 @@ func (w *ownWrites) record(replaced string, written client.Object, now time.Time
 	_, _ = trimForCache(written)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.objects[written.GetUID()] = ownWrite{replaced: replaced, written: written, at: now}
+	w.objects[written.GetUID()] = ownWrite{replaced: []string{replaced}, written: written, at: now}
 	w.sweep(now)
 }
 
@@ -55,14 +59,24 @@ func (w *ownWrites) record(replaced string, written client.Object, now time.Time
 // read it: from the cache, or one of its own writes that latest handed
 // out, in which case the cache still holds the version that write
 // replaced, and the new write stands in for that version now.
+//
+// A write over the cached version that an earlier own write replaced
+// stands in for both versions: the cache may show the earlier write before
+// this one.
 func (w *ownWrites) recordOver(prev, written client.Object, now time.Time) {
-	replaced := prev.GetResourceVersion()
-	w.mu.Lock()
-	if o, ok := w.objects[prev.GetUID()]; ok && o.written.GetResourceVersion() == replaced {
-		replaced = o.replaced
+	rv := prev.GetResourceVersion()
+	if written.GetResourceVersion() == rv {
+		return
 	}
-	w.mu.Unlock()
-	w.record(replaced, written, now)
+	_, _ = trimForCache(written)
+	replaced := []string{rv}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if o, ok := w.objects[prev.GetUID()]; ok && (o.written.GetResourceVersion() == rv || slices.Contains(o.replaced, rv)) {
+		replaced = append(slices.Clone(o.replaced), o.written.GetResourceVersion())
+	}
+	w.objects[written.GetUID()] = ownWrite{replaced: replaced, written: written, at: now}
+	w.sweep(now)
 }
 
 // latest returns a copy of what the controller wrote over cached when the
@@ -75,7 +89,7 @@ func latest[T client.Object](w *ownWrites, cached T, now time.Time) T {
 	if !ok {
 		return cached
 	}
-	if o.replaced != cached.GetResourceVersion() {
+	if !slices.Contains(o.replaced, cached.GetResourceVersion()) {
 		// The cache has the write, or a later version: it is the truth.
 		delete(w.objects, cached.GetUID())
 		return cached

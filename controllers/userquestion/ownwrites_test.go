@@ -98,7 +98,7 @@ func (w *ownWrites) len() int {
 }
 
 // A write over what latest handed out stands in for the version the cache
-// still holds, as a write over the cached object does.
+// still holds, and for the earlier write, which the cache may show first.
 func TestOwnWritesRecordOverAnOwnWrite(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	w := newOwnWrites()
@@ -108,8 +108,11 @@ func TestOwnWritesRecordOverAnOwnWrite(t *testing.T) {
 	if got := latest(w, questionAt("10", hitlv1.StateOpen), now); got.ResourceVersion != "12" {
 		t.Errorf("the cache still at 10 read %s, want the later write, 12", got.ResourceVersion)
 	}
-	if got := latest(w, questionAt("11", hitlv1.StateSettled), now); got.ResourceVersion != "11" {
-		t.Errorf("a cache that moved on to 11 read %s, want it as it is", got.ResourceVersion)
+	if got := latest(w, questionAt("11", hitlv1.StateSettled), now); got.ResourceVersion != "12" {
+		t.Errorf("a cache that has the first write, 11, but not the second read %s, want 12", got.ResourceVersion)
+	}
+	if cached := questionAt("12", hitlv1.StateSettled); latest(w, cached, now) != cached {
+		t.Errorf("a cache that has the second write was not read as it is")
 	}
 
 	w = newOwnWrites()
