@@ -95,7 +95,8 @@ test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/c
 	CHROMIUM="$$(./hack/chromium.sh)" HITL_SCREENSHOTS=$(SCREENSHOTS) go test ./test/browser -count=1 -v -timeout 10m
 
 .PHONY: test-gitops
-test-gitops: envtest-assets flux-assets ## Run test/gitops: a real Flux (source-controller, kustomize-controller) applies and prunes commits pushed to a local Git server against the local control plane.
+test-gitops: envtest-assets flux-assets ## Run test/gitops: hitl as it ships under a real Flux (source-controller, kustomize-controller) applying replies committed to a local Git server (hack/git.sh installs Debian's git when missing).
+	./hack/git.sh
 	FLUX_ASSETS=$(FLUX_DIR) go test ./test/gitops/... -v -count=1 -timeout 20m
 
 .PHONY: bench
