@@ -77,10 +77,14 @@ func (t *claimTracker) observe(q *hitlv1.UserQuestion, all []hitlv1.QuestionClai
 	}
 	for name, obs := range qc.claims {
 		if _, still := seen[name]; !still {
-			// A claim deleted while live held the window until now.
+			// A claim deleted while live held the window until now: just
+			// past now, so that a read of the claims sent at this very
+			// instant, which may predate the deletion, does not decide
+			// the close (a clock that stands still, or a coarse one,
+			// gives both the same time).
 			end := obs.expiresAt
 			if now.Before(end) {
-				end = now
+				end = now.Add(time.Nanosecond)
 			}
 			if end.After(qc.heldUntil) {
 				qc.heldUntil = end

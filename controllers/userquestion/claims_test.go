@@ -169,8 +169,8 @@ func TestClaimTrackerObserve(t *testing.T) {
 			name: "a live claim deleted held the window until it was seen gone",
 			looks: []look{
 				{at: seenPlus(0), claims: claims(aClaim("amy")), judged: []Claim{claim("amy", seenPlus(30))}},
-				{at: seenPlus(10), claims: claims(), held: seenPlus(10)},
-				{at: seenPlus(100), claims: claims(), held: seenPlus(10)},
+				{at: seenPlus(10), claims: claims(), held: seenGone(10)},
+				{at: seenPlus(100), claims: claims(), held: seenGone(10)},
 			},
 		},
 		{
@@ -185,8 +185,8 @@ func TestClaimTrackerObserve(t *testing.T) {
 			looks: []look{
 				{at: seenPlus(0), claims: claims(aClaim("amy"), aClaim("bob").seconds(5)),
 					judged: []Claim{claim("amy", seenPlus(30)), claim("bob", seenPlus(5))}},
-				{at: seenPlus(10), claims: claims(aClaim("bob").seconds(5)), judged: []Claim{claim("bob", seenPlus(5))}, held: seenPlus(10)},
-				{at: seenPlus(20), claims: claims(), held: seenPlus(10)},
+				{at: seenPlus(10), claims: claims(aClaim("bob").seconds(5)), judged: []Claim{claim("bob", seenPlus(5))}, held: seenGone(10)},
+				{at: seenPlus(20), claims: claims(), held: seenGone(10)},
 			},
 		},
 		{
@@ -194,7 +194,7 @@ func TestClaimTrackerObserve(t *testing.T) {
 			looks: []look{
 				{at: seenPlus(0), claims: claims(aClaim("amy"), aClaim("bob").seconds(60)),
 					judged: []Claim{claim("amy", seenPlus(30)), claim("bob", seenPlus(60))}},
-				{at: seenPlus(10), claims: claims(aClaim("bob").seconds(60)), judged: []Claim{claim("bob", seenPlus(60))}, held: seenPlus(10)},
+				{at: seenPlus(10), claims: claims(aClaim("bob").seconds(60)), judged: []Claim{claim("bob", seenPlus(60))}, held: seenGone(10)},
 			},
 		},
 		{
@@ -340,7 +340,7 @@ func TestClaimTrackerForget(t *testing.T) {
 	tr := newClaimTracker()
 	tr.observe(claimedQuestion, claims(aClaim("amy").seconds(5)), seenPlus(0))
 	tr.observe(otherQuestion, claims(aClaim("amy").seconds(60).on(otherQuestion)), seenPlus(0))
-	if _, held := tr.observe(claimedQuestion, claims(), seenPlus(3)); !held.Equal(seenPlus(3)) {
+	if _, held := tr.observe(claimedQuestion, claims(), seenPlus(3)); !held.Equal(seenGone(3)) {
 		t.Fatalf("held until %v, want 3s", held.Sub(seen))
 	}
 
@@ -424,3 +424,8 @@ func TestClaimTrackerKeepsNothingForQuestionsWithoutClaims(t *testing.T) {
 		})
 	}
 }
+
+// seenGone is when a live claim deleted, and seen gone n seconds after
+// seen, held the window until: just past that instant, so that a claim
+// read sent at it does not decide.
+func seenGone(n float64) time.Time { return seenPlus(n).Add(time.Nanosecond) }
