@@ -45,14 +45,7 @@ func newOwnWrites() *ownWrites {
 // would keep it. A write that changed nothing keeps its resourceVersion,
 // and no watch event follows it: nothing to record.
 func (w *ownWrites) record(replaced string, written client.Object, now time.Time) {
-	if written.GetResourceVersion() == replaced {
-		return
-	}
-	_, _ = trimForCache(written)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.objects[written.GetUID()] = ownWrite{replaced: []string{replaced}, written: written, at: now}
-	w.sweep(now)
+	w.put(replaced, written, now, false)
 }
 
 // recordOver notes a write made over prev, an object as the controller
@@ -64,15 +57,21 @@ func (w *ownWrites) record(replaced string, written client.Object, now time.Time
 // stands in for both versions: the cache may show the earlier write before
 // this one.
 func (w *ownWrites) recordOver(prev, written client.Object, now time.Time) {
-	rv := prev.GetResourceVersion()
+	w.put(prev.GetResourceVersion(), written, now, true)
+}
+
+// put records written over the version rv; over: also over the versions
+// an earlier own write of the object stands in for, when rv is one of
+// them or that write itself.
+func (w *ownWrites) put(rv string, written client.Object, now time.Time, over bool) {
 	if written.GetResourceVersion() == rv {
 		return
 	}
 	_, _ = trimForCache(written)
-	replaced := []string{rv}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if o, ok := w.objects[prev.GetUID()]; ok && (o.written.GetResourceVersion() == rv || slices.Contains(o.replaced, rv)) {
+	replaced := []string{rv}
+	if o, ok := w.objects[written.GetUID()]; over && ok && (o.written.GetResourceVersion() == rv || slices.Contains(o.replaced, rv)) {
 		replaced = append(slices.Clone(o.replaced), o.written.GetResourceVersion())
 	}
 	w.objects[written.GetUID()] = ownWrite{replaced: replaced, written: written, at: now}
