@@ -15,16 +15,8 @@ for b in chromium chromium-browser google-chrome; do
 	fi
 done
 
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "hack/chromium.sh: no chromium on PATH and no apt-get to install it; set CHROMIUM to a Chromium or Chrome binary" >&2
+if ! "$(dirname "$0")/apt-install.sh" hack/chromium.sh chromium fonts-dejavu-core; then
+	echo "hack/chromium.sh: set CHROMIUM to a Chromium or Chrome binary" >&2
 	exit 1
 fi
-sudo=""
-if [[ "$(id -u)" != 0 ]]; then
-	sudo="sudo"
-fi
-echo "hack/chromium.sh: installing Debian's chromium package" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq >&2
-$sudo apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
 command -v chromium
