@@ -17,6 +17,8 @@ ENVTEST_DIR ?= $(LOCALBIN)/k8s
 # Flux's source-controller and kustomize-controller and their CRDs, for
 # make test-gitops (hack/flux-assets.sh pins the versions).
 FLUX_DIR ?= $(LOCALBIN)/flux
+# The local SMTP server of the email tests (hack/mailpit.sh pins the version).
+export MAILPIT ?= $(LOCALBIN)/mailpit
 # The node binaries of make e2e-cluster (beside kube-apiserver, each stamped
 # with its version), and the helm CLI it installs the chart with.
 NODE_DIR ?= $(ENVTEST_DIR)
@@ -66,7 +68,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: manifests generate vet envtest-assets ## Run the unit and envtest suites.
+test: manifests generate vet envtest-assets mailpit ## Run the unit and envtest suites.
 	go test $(TEST_PKGS) -count=1 -coverprofile cover.out
 
 .PHONY: model
@@ -216,6 +218,10 @@ $(CLUSTER_HELM):
 .PHONY: flux-assets
 flux-assets: ## Put Flux's source-controller and kustomize-controller and their CRDs under bin/flux (built from Go modules).
 	./hack/flux-assets.sh $(FLUX_DIR)
+
+.PHONY: mailpit
+mailpit: ## Put mailpit, the SMTP server with an HTTP API that the email tests send to, at bin/mailpit (built from its Go module).
+	./hack/mailpit.sh $(MAILPIT)
 
 .PHONY: envtest-assets
 envtest-assets: ## Put kube-apiserver and etcd under bin/k8s (download, or build from Go modules).

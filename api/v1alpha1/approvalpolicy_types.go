@@ -87,9 +87,9 @@ func (r *ApprovalRule) RequesterExcluded() bool {
 	return r.ExcludeRequester == nil || *r.ExcludeRequester
 }
 
-// ApprovalSelector says which questions a policy governs. Every part that
-// is set must match; an empty selector governs every question of the
-// namespace.
+// ApprovalSelector says which questions a policy (an ApprovalPolicy or a
+// NotificationPolicy) selects. Every part that is set must match; an empty
+// selector selects every question of the namespace.
 type ApprovalSelector struct {
 	// agents are the agents (spec.agent) whose questions it governs; empty
 	// means every agent.

@@ -46,13 +46,16 @@ const (
 	// CodeQuestionChanged: spec.questionRef.specDigest is not the
 	// question's status.specDigest.
 	CodeQuestionChanged ErrorCode = "QUESTION_CHANGED"
+	// CodeBadNotification: a NotificationPolicy or NotificationChannel
+	// that breaks its rules.
+	CodeBadNotification ErrorCode = "BAD_NOTIFICATION"
 )
 
 // ErrorCodes are the codes above, in the specification's order.
 func ErrorCodes() []ErrorCode {
 	return []ErrorCode{CodeEmptyQuestions, CodeBadIntent, CodeBadTimeout, CodeDelegatedCaller, CodeAgentMismatch,
 		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted, CodeNotOwner, CodeSelfApproval,
-		CodePolicyWeakened, CodeDuplicateVote, CodeQuestionChanged}
+		CodePolicyWeakened, CodeDuplicateVote, CodeQuestionChanged, CodeBadNotification}
 }
 
 // Known reports whether c is one of the specification's codes.

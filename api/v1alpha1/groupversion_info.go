@@ -26,7 +26,8 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &UserQuestion{}, &UserQuestionList{}, &QuestionReply{}, &QuestionReplyList{},
-		&QuestionClaim{}, &QuestionClaimList{}, &ApprovalPolicy{}, &ApprovalPolicyList{})
+		&QuestionClaim{}, &QuestionClaimList{}, &ApprovalPolicy{}, &ApprovalPolicyList{},
+		&NotificationChannel{}, &NotificationChannelList{}, &NotificationPolicy{}, &NotificationPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
@@ -48,6 +49,10 @@ const (
 	// VerbManage marks the manager: only its role holds it, and the
 	// admission policies let it change and delete what others own.
 	VerbManage = "manage"
+	// VerbNotify marks the notifier (hitl-notify): the question-owner
+	// admission policy lets its holder change a question's
+	// NotifiedAnnotation and nothing else.
+	VerbNotify = "notify"
 	// AgentsResource is the RBAC resource the verbs are checked on.
 	AgentsResource = "agents"
 )

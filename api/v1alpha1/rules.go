@@ -245,3 +245,22 @@ func SpecDigest(spec *UserQuestionSpec) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// FinishedAt is when a terminal question finished: its settlement time, or
+// when its Stalled condition became True (its cancellation). ok is false
+// for an active question, and for a cancelled one whose condition is not
+// written yet.
+func (q *UserQuestion) FinishedAt() (at time.Time, ok bool) {
+	if !q.State().Terminal() {
+		return time.Time{}, false
+	}
+	if s := q.Status.Settlement; s != nil {
+		return s.At.Time, true
+	}
+	for _, c := range q.Status.Conditions {
+		if c.Type == ConditionStalled && c.Status == "True" {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}

@@ -134,8 +134,8 @@ func TestTemplateRefusesValuesThatCannotWork(t *testing.T) {
 // another namespace and checks what a platform team asks of an operator.
 func TestTemplateIsAHighlyAvailableRestrictedInstall(t *testing.T) {
 	objs, crds := template(t, "team-x", map[string]any{"image": map[string]any{"tag": "v7.7.7"}})
-	if len(crds) != 4 {
-		t.Errorf("%d CRDs, want UserQuestion, QuestionReply, QuestionClaim and ApprovalPolicy", len(crds))
+	if len(crds) != 6 {
+		t.Errorf("%d CRDs, want UserQuestion, QuestionReply, QuestionClaim, ApprovalPolicy, NotificationChannel and NotificationPolicy", len(crds))
 	}
 	byKind := map[string][]*unstructured.Unstructured{}
 	for _, o := range objs {

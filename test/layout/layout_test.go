@@ -26,7 +26,7 @@ var layers = [][]string{
 	{"internal/rewatch", "internal/access", "internal/controlplane", "internal/kubeclient"},
 	{"internal/follow"},
 	{"pkg/", "controllers/claimreads", "controllers/closer", "controllers/eventbudget", "controllers/provenance"},
-	{"controllers/userquestion", "internal/admission", "internal/inbox", "internal/mcp"},
+	{"controllers/userquestion", "internal/admission", "internal/inbox", "internal/mcp", "internal/notify"},
 	{"internal/cli"},
 	// The manager's wiring is the one package of internal/ that imports
 	// controllers/.

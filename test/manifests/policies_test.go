@@ -290,17 +290,19 @@ func TestNameChecksFindMisspellings(t *testing.T) {
 
 // nameProblems lists where the admission policies of set do not spell a
 // name as api/v1alpha1 does: the label keys (hitlv1.AgentLabel,
-// QuestionLabel), the group, resource and verbs of the
-// authorizer checks (GroupVersion.Group, AgentsResource, VerbAsk,
-// VerbAnswer and VerbManage) and of the messages that tell a user what to grant, the group
+// QuestionLabel) and the notifier's annotation (NotifiedAnnotation), the
+// group, resource and verbs of the authorizer checks (GroupVersion.Group,
+// AgentsResource, VerbAsk, VerbAnswer, VerbManage and VerbNotify) and of the messages that tell a user what to grant, the group
 // and resources matched (plurals: the CRDs' resources), and the error code
 // each validation's message starts with (codes: those of codes.go).
 func nameProblems(set *objectSet, plurals, codes map[string]bool) []string {
 	var problems []string
 	errorf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	group := hitlv1.GroupVersion.Group
-	knownLabels := []string{hitlv1.AgentLabel, hitlv1.QuestionLabel}
-	verbs := []string{hitlv1.VerbAsk, hitlv1.VerbAnswer, hitlv1.VerbManage}
+	// The labels, and the one annotation (the notifier's record) a policy
+	// spells.
+	knownLabels := []string{hitlv1.AgentLabel, hitlv1.QuestionLabel, hitlv1.NotifiedAnnotation}
+	verbs := []string{hitlv1.VerbAsk, hitlv1.VerbAnswer, hitlv1.VerbManage, hitlv1.VerbNotify}
 
 	usedLabels, usedVerbs := map[string]bool{}, map[string]bool{}
 	policies := 0
