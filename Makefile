@@ -35,7 +35,7 @@ export GOTOOLCHAIN ?= auto
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
 # Packages of `make test`: everything but the end-to-end and benchmark suites.
-TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench -e /test/browser -e /test/gitops)
+TEST_PKGS = $(shell go list ./... | grep -v -e /test/e2e -e /test/bench -e /test/browser -e /test/gitops -e /test/mcpclient)
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -95,6 +95,11 @@ e2e-cluster: build image release envtest-assets node-assets cluster-helm ## Brin
 .PHONY: test-browser
 test-browser: envtest-assets ## Drive the web inbox in headless Chromium (hack/chromium.sh installs Debian's chromium when missing); SCREENSHOTS=1 rewrites docs/images.
 	CHROMIUM="$$(./hack/chromium.sh)" HITL_SCREENSHOTS=$(SCREENSHOTS) go test ./test/browser -count=1 -v -timeout 10m
+
+.PHONY: test-mcp-client
+test-mcp-client: envtest-assets ## Run test/mcpclient: the official TypeScript MCP SDK (npm ci by hack/mcpclient.sh) on its default 60 s request timeout asks through hitl-mcp and gets an answer given after 70 s (QUICK=1: max wait 5 s, answer after 8 s).
+	./hack/mcpclient.sh
+	HITL_MCPCLIENT_QUICK=$(QUICK) go test ./test/mcpclient/... -count=1 -v -timeout 10m
 
 .PHONY: test-gitops
 test-gitops: envtest-assets flux-assets ## Run test/gitops: hitl as it ships under a real Flux (source-controller, kustomize-controller) applying replies committed to a local Git server (hack/git.sh installs Debian's git when missing).

@@ -1,5 +1,6 @@
 // Command hitl-mcp serves hitl's MCP tools (ask_user_question,
-// list_questions, get_queued_replies, admit_reply, cancel_question) over
+// wait_for_answer, list_questions, get_queued_replies, admit_reply,
+// cancel_question) over
 // the streamable HTTP transport at /mcp, for agents running in the cluster.
 // Every request carries "Authorization: Bearer <token>", a ServiceAccount
 // token for the audience hitl-mcp, which the server verifies with a
@@ -29,9 +30,10 @@ func main() {
 		audience = flag.String("audience", hitlmcp.DefaultAudience, "the audience a caller's ServiceAccount token must be minted for")
 		maxWaits = flag.Int("max-waits", hitlmcp.DefaultMaxWaits, "the most calls one identity may have waiting for an answer at the same time (negative: no cap)")
 		progress = flag.Duration("progress-interval", hitlmcp.DefaultProgressInterval, "how often a waiting call reports progress, when its client asks for it")
+		maxWait  = flag.Duration("max-wait", hitlmcp.DefaultMaxWait, "the longest one ask_user_question or wait_for_answer call waits before it returns still waiting (below the clients' request timeout; negative: until answered)")
 		qps      = flag.Float64("kube-api-qps", 100, "client-side limit of API requests per second, per calling identity")
 		burst    = flag.Int("kube-api-burst", 200, "client-side burst of API requests, per calling identity")
-		grace    = flag.Duration("shutdown-grace", 15*time.Second, "how long a stopping server gives calls in progress to cancel their questions")
+		grace    = flag.Duration("shutdown-grace", 15*time.Second, "how long a stopping server gives calls in progress to return (still waiting: their questions stay open)")
 		idle     = flag.Duration("session-idle-timeout", hitlmcp.DefaultSessionTimeout, "how long an MCP session may have no request in progress before the server closes it (negative: never)")
 		certFile = flag.String("tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); with --tls-key-file. Without both, plain HTTP")
 		keyFile  = flag.String("tls-key-file", "", "the PEM private key of --tls-cert-file")
@@ -50,7 +52,7 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{
-		Options:        hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, Context: ctx},
+		Options:        hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, MaxWait: *maxWait, Context: ctx},
 		Config:         cfg,
 		Audience:       *audience,
 		SessionTimeout: *idle,
@@ -66,8 +68,8 @@ func main() {
 
 	go func() {
 		<-ctx.Done()
-		// Calls in progress end with ctx (their questions are cancelled);
-		// give them the grace to say so, then close.
+		// Calls in progress end with ctx and return still waiting (their
+		// questions stay open); give them the grace to say so, then close.
 		sctx, cancel := context.WithTimeout(context.Background(), *grace)
 		defer cancel()
 		done := make(chan struct{})

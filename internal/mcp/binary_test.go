@@ -120,7 +120,7 @@ func TestStdioBinary(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	e.g.Expect(names).To(ConsistOf("ask_user_question", "list_questions", "get_queued_replies", "admit_reply", "cancel_question"))
+	e.g.Expect(names).To(ConsistOf("ask_user_question", "wait_for_answer", "list_questions", "get_queued_replies", "admit_reply", "cancel_question"))
 
 	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("5m")})
 	q := e.asked("desk-bot")

@@ -83,11 +83,16 @@ const maxClients = 4096
 // refused with 401. A call then acts as that ServiceAccount (client-go
 // impersonation of its username; the API server derives the
 // ServiceAccount's groups), and asks as the agent named after it, in its
-// namespace. A session idle for SessionTimeout is closed.
+// namespace. A session idle for SessionTimeout is closed. A session is not
+// the agent's process (a client may reconnect, or another replica serve
+// it), so the server keeps questions on disconnect (KeepOnDisconnect): a
+// stopping server returns the waiting calls still waiting, for their
+// clients to go on with wait_for_answer.
 func NewHTTPHandler(o HTTPOptions) (*HTTPServer, error) {
 	if o.Config == nil {
 		return nil, errors.New("no rest config")
 	}
+	o.KeepOnDisconnect = true
 	if o.Audience == "" {
 		o.Audience = DefaultAudience
 	}

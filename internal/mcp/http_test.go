@@ -86,7 +86,7 @@ func TestHTTPAskAsServiceAccount(t *testing.T) {
 
 	tools, err := cs.ListTools(e.ctx, nil)
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(tools.Tools).To(HaveLen(5))
+	e.g.Expect(tools.Tools).To(HaveLen(6))
 
 	// Answered in window: the question is the ServiceAccount's, in its namespace.
 	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
@@ -137,8 +137,43 @@ func TestHTTPCancelledCall(t *testing.T) {
 	e.g.Eventually(func() int { return h.Waits(username) }).Should(Equal(1))
 	cancel()
 	e.g.Eventually(done).Should(Receive())
-	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateCancelled))
 	e.g.Eventually(func() int { return h.Waits(username) }).Should(Equal(0))
+	// A cancelled call leaves its question open, to wait_for_answer.
+	e.g.Consistently(e.state(q.Name), 500*time.Millisecond).Should(Equal(hitlv1.StateOpen))
+	e.answer(q.Name, "r1", "prod")
+	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "wait_for_answer", map[string]any{"callID": q.CallID(), "question": q.Name}))
+	e.g.Expect(res.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}))
+}
+
+// A stopping HTTP server returns its waiting calls still waiting and keeps
+// their questions: a session is not the agent's process, and the client
+// goes on with wait_for_answer through the next server.
+func TestHTTPStopKeepsQuestions(t *testing.T) {
+	e := newEnv(t)
+	e.serviceAccount("http-bot")
+	token := e.mcpToken("http-bot")
+	serving, stop := context.WithCancel(e.ctx)
+	defer stop()
+	endpoint, h := e.httpServer(hitlmcp.Options{Context: serving})
+	cs := e.httpSession(endpoint, token)
+	done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("")})
+	q := e.asked("http-bot")
+	username := "system:serviceaccount:" + e.ns + ":http-bot"
+	e.g.Eventually(func() int { return h.Waits(username) }).Should(Equal(1))
+
+	stop()
+	var got called
+	e.g.Eventually(done).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred())
+	e.g.Expect(structured[hitlmcp.AskResult](e.g, got.res)).To(Equal(hitlmcp.AskResult{Question: q.Name, CallID: q.Name, Waiting: true}))
+	h.Wait()
+	e.g.Consistently(e.state(q.Name), 300*time.Millisecond).Should(Equal(hitlv1.StateOpen))
+
+	endpoint, _ = e.httpServer(hitlmcp.Options{})
+	cs = e.httpSession(endpoint, token)
+	e.answer(q.Name, "r1", "staging")
+	res := structured[hitlmcp.AskResult](e.g, e.call(cs, e.ctx, "wait_for_answer", map[string]any{"callID": q.Name, "question": q.Name}))
+	e.g.Expect(res.Answers).To(Equal([]hitlv1.AnswerItem{{ID: "env", Selected: []string{"staging"}}}))
 }
 
 // The server impersonates the ServiceAccount, and the API server gives it

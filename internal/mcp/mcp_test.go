@@ -24,9 +24,9 @@ func TestToolsAndSchemas(t *testing.T) {
 	for _, tool := range tools.Tools {
 		byName[tool.Name] = tool
 	}
-	e.g.Expect(byName).To(HaveLen(5))
+	e.g.Expect(byName).To(HaveLen(6))
 	e.g.Expect(byName).To(HaveKey("ask_user_question"))
-	for _, name := range []string{"list_questions", "get_queued_replies", "admit_reply", "cancel_question"} {
+	for _, name := range []string{"wait_for_answer", "list_questions", "get_queued_replies", "admit_reply", "cancel_question"} {
 		e.g.Expect(byName).To(HaveKey(name))
 		e.g.Expect(byName[name].OutputSchema).NotTo(BeNil(), name)
 	}
@@ -186,7 +186,10 @@ func TestCancelByTool(t *testing.T) {
 	toolError(e.g, e.call(cs, e.ctx, "cancel_question", map[string]any{"question": settled.Question}), string(hitlv1.CodeNotAnswerable), "Settled")
 }
 
-func TestCancelByCallContext(t *testing.T) {
+// A call the client cancels (notifications/cancelled, as the TypeScript
+// SDK sends when its request timeout fires) stops waiting, and its question
+// stays open: the agent takes the answer with wait_for_answer.
+func TestCancelledCallLeavesQuestion(t *testing.T) {
 	e := newEnv(t)
 	cs, srv := e.session(e.adminAs("bot"), hitlmcp.Options{}, nil)
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -200,10 +203,22 @@ func TestCancelByCallContext(t *testing.T) {
 	var got called
 	e.g.Eventually(done).Should(Receive(&got))
 	e.g.Expect(got.err).To(HaveOccurred())
-	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateCancelled))
-	e.g.Eventually(func() int { return srv.Waits("admin") }).Should(Equal(0))
+	e.g.Eventually(func() int { return srv.Waits("admin") }).Should(Equal(0), "the call returned")
+	e.g.Consistently(e.state(q.Name), 500*time.Millisecond).Should(Equal(hitlv1.StateOpen))
+	e.g.Expect(e.spec(q.Name)().Cancelled).To(BeFalse())
+
+	// The agent goes on waiting, and a person's answer reaches it.
+	wait := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "wait_for_answer", Arguments: map[string]any{"callID": q.CallID()}})
+	e.g.Eventually(func() int { return srv.Waits("admin") }).Should(Equal(1))
+	e.answer(q.Name, "r1", "prod")
+	e.g.Eventually(wait).Should(Receive(&got))
+	e.g.Expect(got.err).NotTo(HaveOccurred())
+	e.g.Expect(structured[hitlmcp.AskResult](e.g, got.res)).To(Equal(hitlmcp.AskResult{Question: q.Name, CallID: q.Name,
+		Answers: []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}}))
 }
 
+// A session that is the agent's process (stdio) ending while a call waits
+// is the agent going away: the question is cancelled.
 func TestCancelWhenClientGoes(t *testing.T) {
 	e := newEnv(t)
 	// A connection the test can cut, as a client process that dies does.

@@ -1,7 +1,9 @@
 // Package mcp serves hitl to agents over the Model Context Protocol: the
 // tool ask_user_question, which asks people a structured question through a
-// UserQuestion and waits like pkg/agent's Ask and AskTimed, and the tools
-// list_questions, get_queued_replies, admit_reply and cancel_question.
+// UserQuestion and waits like pkg/agent's Ask and AskTimed, but never longer
+// than the server's maximum wait, past which it says the question is still
+// waiting and wait_for_answer waits on; and the tools list_questions,
+// get_queued_replies, admit_reply and cancel_question.
 //
 // It is built on the official Go SDK (github.com/modelcontextprotocol/go-sdk)
 // and is transport-agnostic: `kubectl hitl mcp` serves it over stdio with the
@@ -10,8 +12,14 @@
 //
 // Rule violations are tool errors (isError true) whose text starts with the
 // specification's code and names the field, so that a model can correct its
-// call; arguments that do not decode are BAD_ARGUMENTS, and a caller past
-// its cap on concurrent waits gets TOO_MANY_WAITS.
+// call; arguments that do not decode are BAD_ARGUMENTS, a caller past its
+// cap on concurrent waits gets TOO_MANY_WAITS, and a wait_for_answer for a
+// call the agent never made UNKNOWN_CALL.
+//
+// A call that the client cancels (notifications/cancelled, which clients
+// send when their request timeout fires) stops waiting and leaves its
+// question as it is: only cancel_question, or the end of a session that is
+// the agent's own process (stdio), cancels a question (see disconnected).
 package mcp
 
 import (
@@ -45,12 +53,19 @@ const (
 	CodeTooManyWaits = "TOO_MANY_WAITS"
 	// CodeInternal: the server failed while handling the call.
 	CodeInternal = "INTERNAL"
+	// CodeUnknownCall: wait_for_answer names a callID (or question) that
+	// none of the agent's questions has.
+	CodeUnknownCall = "UNKNOWN_CALL"
 )
 
 // Defaults of Options.
 const (
 	DefaultMaxWaits         = 100
 	DefaultProgressInterval = 15 * time.Second
+	// DefaultMaxWait is below the 60-second request timeout that the
+	// official TypeScript SDK gives every request by default, with room
+	// for the result to travel back.
+	DefaultMaxWait = 50 * time.Second
 )
 
 // Caller is who a tool call acts as: an identity, and the agent it asks as.
@@ -86,11 +101,24 @@ type Options struct {
 	// notification when the client sent a progress token. Zero means
 	// DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// MaxWait bounds how long one ask_user_question or wait_for_answer call
+	// waits for an answer: past it the call returns {"waiting": true} and
+	// the question stays open, so that a client's request timeout never
+	// ends a wait. Zero means DefaultMaxWait, negative no bound (a call
+	// waits until the question leaves Open).
+	MaxWait time.Duration
+	// KeepOnDisconnect keeps the question of a waiting call when the call
+	// ends because its session's connection broke or Context ended, as
+	// for a call its client cancelled. Set it where a session is not the
+	// agent's process (NewHTTPHandler always does). Unset, as over stdio,
+	// where the session's end is the agent's process ending, the question
+	// is cancelled.
+	KeepOnDisconnect bool
 	// Version is the server's version, reported to clients.
 	Version string
 	// Context, when set, bounds every call: when it ends, calls in
-	// progress end as if their client had cancelled them (a waiting ask
-	// cancels its question). Use Server.Wait to let them finish.
+	// progress end, and a waiting one cancels its question unless
+	// KeepOnDisconnect is set. Use Server.Wait to let them finish.
 	Context context.Context
 }
 
@@ -114,6 +142,9 @@ func New(callers CallerFunc, o Options) *Server {
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = DefaultProgressInterval
 	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
 	if o.Version == "" {
 		o.Version = "dev"
 	}
@@ -133,7 +164,9 @@ func (s *Server) MCPServer() *mcp.Server {
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{},
 	})
-	addTool(s, srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription}, s.ask)
+	addTool(s, srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription + s.maxWaitNote()}, s.ask)
+	addTool(s, srv, &mcp.Tool{Name: "wait_for_answer", Title: "Wait for the answer", Description: waitDescription + s.maxWaitNote(),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, s.waitFor)
 	addTool(s, srv, &mcp.Tool{Name: "list_questions", Title: "List my questions", Description: listDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.list)
 	addTool(s, srv, &mcp.Tool{Name: "get_queued_replies", Title: "Late replies", Description: queuedDescription,
@@ -144,15 +177,20 @@ func (s *Server) MCPServer() *mcp.Server {
 }
 
 const instructions = `hitl asks people structured questions through Kubernetes. Call ask_user_question
-to ask; with a timeout it may return {"pending": true}: work on, and later call
-get_queued_replies and admit_reply to take a late answer as a new turn.`
+to ask. When it returns {"waiting": true} nobody has answered yet and the question stays open: call
+wait_for_answer with the callID and question it returned, again while it says waiting. With a timeout
+an ask may return {"pending": true}: work on, and later call get_queued_replies and admit_reply to take
+a late answer as a new turn. A tool call you cancel leaves its question open; cancel_question withdraws it.`
 
 const askDescription = `Ask one or more people-facing questions and wait for the answer.
 Each question has an id, the question text, an optional short header, optional detail (markdown),
 and optional options [{label, description}] (single-select unless multiSelect; a free-text answer comes as "custom").
-Without timeout the call waits until a person answers. With timeout (e.g. "30s") it returns
+Without timeout the question waits until a person answers. With timeout (e.g. "30s") it returns
 {"pending": true, "callID": ...} when the window closes unanswered; the question stays answerable
 and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom}]}.
+A call waits only so long: then it returns {"waiting": true, "question": ..., "callID": ...}; nobody has
+answered yet, the question stays open (its window, if any, still runs): call wait_for_answer with that
+callID and question to keep waiting, or cancel_question to withdraw it.
 When an approval rule governs the question (N people must approve), it settles once enough people voted,
 and the result also holds "approval": the rule, its "tally" and its "votes" [{by, choice}].
 To require approvals yourself, pass "approval": {"approvals": 2} (stricter than the platform's policies, never weaker).
@@ -168,6 +206,19 @@ const admitDescription = `Admit a late reply queued on a pending question (from 
 the question settles with it and its answers are returned.`
 
 const cancelDescription = `Cancel one of this agent's questions that is still Open or Continued: people no longer see it.`
+
+const waitDescription = `Wait on for the answer to a question that ask_user_question (or wait_for_answer) left
+{"waiting": true}: pass its callID, and its question name. Returns as ask_user_question does: the answers,
+{"pending": true} once a timed question's window closed unanswered, or {"waiting": true} again when nobody
+answered during this call (call it again). On a settled question it returns the answers at once.`
+
+// maxWaitNote says, in a tool's description, how long one call waits.
+func (s *Server) maxWaitNote() string {
+	if s.opts.MaxWait < 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nOne call waits at most %s.", s.opts.MaxWait)
+}
 
 // handler is a tool's typed handler: the structured result, its text
 // rendering, or an error.
@@ -189,10 +240,10 @@ func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In,
 		s.calls.Add(1)
 		defer s.calls.Done()
 		if s.opts.Context != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(s.opts.Context, cancel)()
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			defer context.AfterFunc(s.opts.Context, func() { cancel(errStopping) })()
 		}
 		defer func() {
 			if r := recover(); r != nil {

@@ -177,6 +177,14 @@ func (e *env) state(name string) func() hitlv1.QuestionState {
 	}
 }
 
+func (e *env) spec(name string) func() hitlv1.UserQuestionSpec {
+	return func() hitlv1.UserQuestionSpec {
+		q := &hitlv1.UserQuestion{}
+		e.g.Expect(e.admin.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, q)).To(Succeed())
+		return q.Spec
+	}
+}
+
 func (e *env) queuedReply(name string) func() string {
 	return func() string {
 		q := &hitlv1.UserQuestion{}

@@ -18,10 +18,11 @@ import (
 	"github.com/hitl-dev/hitl/pkg/agent"
 )
 
-// ask is ask_user_question: it checks the ask, then asks and waits as
-// agent.Ask (no timeout) or agent.AskTimed do. The call's context ending (a
-// cancelled tool call, a client gone) cancels the question: ASK_ABORTED.
+// ask is ask_user_question: it checks the ask, asks as agent.Ask (no
+// timeout) or agent.AskTimed do, and waits as await does: at most the max
+// wait, counted from the call's start.
 func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) (AskResult, string, error) {
+	start := time.Now()
 	c, a, err := s.caller(ctx, req)
 	if err != nil {
 		return AskResult{}, "", err
@@ -54,23 +55,14 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 	defer release()
 	stop := s.progress(ctx, req, "waiting for a person to answer")
 	defer stop()
-	r := agent.Request{CallID: in.CallID, Questions: in.Questions, Approval: in.Approval}
-	var res agent.Result
-	if timeout == nil {
-		res, err = a.Ask(ctx, r)
-	} else {
-		res, err = a.AskTimed(ctx, r, *timeout)
+	if ctx.Err() != nil {
+		return AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted, Rule: fmt.Sprintf("the call ended before the ask was made (%v)", context.Cause(ctx))}
 	}
+	q, err := create(ctx, a, agent.Request{CallID: in.CallID, Questions: in.Questions, Approval: in.Approval}, timeout)
 	if err != nil {
 		return AskResult{}, "", err
 	}
-	out := AskResult{Question: res.Question, CallID: res.CallID, Pending: res.Pending, Answers: res.Answers, Approval: approvalOf(res.Approval)}
-	if res.Pending {
-		return out, fmt.Sprintf("pending: nobody answered question %s (callID %s) within %s. It stays open to people; "+
-			"work on, and later check get_queued_replies and admit_reply for a late answer.", res.Question, res.CallID, in.Timeout) +
-			withVotes("", out.Approval), nil
-	}
-	return out, withVotes(renderAnswers(in.Questions, res.Answers), out.Approval), nil
+	return s.await(ctx, c, a, q.Name, start)
 }
 
 // approvalOf is a governed question's rule and votes as the tools return

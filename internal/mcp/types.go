@@ -16,13 +16,21 @@ type AskArgs struct {
 	Approval  *hitlv1.ApprovalRule `json:"approval,omitempty" jsonschema:"optional approval rule of your own (spec.approval): {approvals: N distinct people must approve, from: [{name, groups, users, minimum}], veto, excludeRequester}; it may be stricter than the ApprovalPolicies that govern the question, never weaker (refused with POLICY_WEAKENED)"`
 }
 
-// AskResult is what ask_user_question returns: the answers, or pending.
+// AskResult is what ask_user_question and wait_for_answer return: the
+// answers, pending, or still waiting.
 type AskResult struct {
 	Question string              `json:"question" jsonschema:"the UserQuestion's name"`
 	CallID   string              `json:"callID" jsonschema:"the id UIs key the question's card by"`
+	Waiting  bool                `json:"waiting,omitempty" jsonschema:"true when nobody answered during this call: the question stays open; call wait_for_answer with callID and question to wait on"`
 	Pending  bool                `json:"pending,omitempty" jsonschema:"true when the window closed unanswered: the question stays answerable and a late reply may come (see get_queued_replies)"`
 	Answers  []hitlv1.AnswerItem `json:"answers,omitempty" jsonschema:"the answer batch: one item {id, selected[], custom} per question; an item with neither selected nor custom is a skip"`
 	Approval *Approval           `json:"approval,omitempty" jsonschema:"present when an approval rule governed the question: the rule and the votes that decided it (so far, when pending); the answers are the deciding vote's"`
+}
+
+// WaitArgs are the arguments of wait_for_answer.
+type WaitArgs struct {
+	CallID   string `json:"callID" jsonschema:"the callID that ask_user_question returned"`
+	Question string `json:"question,omitempty" jsonschema:"the question's name that ask_user_question returned; without it, your newest question with callID"`
 }
 
 // Approval is how a governed question settles: its rule and its votes.
