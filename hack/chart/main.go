@@ -5,12 +5,12 @@
 // webhooks (the feedback webhook of config/webhook-feedback, or every
 // webhook of config/webhook-mode; their Service and certificate RBAC), the
 // optional MCP server's objects, the optional web inbox's identity,
-// impersonation rights and Service, and the manager's API Priority and
-// Fairness objects, each rendered from config/ as `kubectl apply -k` would,
+// impersonation rights and Service, the optional notifier's identity and
+// roles, and the manager's API Priority and Fairness objects, each rendered from config/ as `kubectl apply -k` would,
 // with the install namespace left to Helm. `make chart` runs it and `make
 // verify` fails when its output is not committed. The Deployments, the
-// disruption budget, the metrics Service, the inbox's NetworkPolicy and the
-// ServiceMonitor take values and are written by hand (test/helm checks them
+// disruption budget, the metrics Service, the inbox's NetworkPolicy, the
+// notifier's Secrets bindings and the ServiceMonitor take values and are written by hand (test/helm checks them
 // against config/).
 package main
 
@@ -95,6 +95,15 @@ var Parts = []Part{
 	{File: "templates/inbox.yaml", Condition: ".Values.inbox.enabled", Sources: []Source{{"inbox", ".Values.inbox.enabled"}},
 		Keep: func(o *unstructured.Unstructured) bool {
 			return component("inbox")(o) && o.GetKind() != "Deployment" && o.GetKind() != "NetworkPolicy"
+		}},
+	// The notifier's Deployment takes values and is written by hand
+	// (templates/notify-deployment.yaml); its identity, its ClusterRoles
+	// (the notifier's own, and hitl-notify-secrets, which the chart binds
+	// in notify.secretNamespaces) and its leader election are
+	// config/notify's.
+	{File: "templates/notify.yaml", Condition: ".Values.notify.enabled", Sources: []Source{{"notify", ".Values.notify.enabled"}},
+		Keep: func(o *unstructured.Unstructured) bool {
+			return component("notify")(o) && o.GetKind() != "Deployment"
 		}},
 	{File: "templates/apf.yaml", Condition: ".Values.apf.enabled", Sources: []Source{{"default", ".Values.apf.enabled"}},
 		Keep: kinds("PriorityLevelConfiguration", "FlowSchema"), Optional: true},

@@ -76,3 +76,24 @@ func completionContext(cmd *cobra.Command) context.Context {
 	}
 	return context.Background()
 }
+
+// completeChannels completes the name of a NotificationChannel of the
+// command's namespace, with its kind.
+func (c *common) completeChannels(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 || c.complete() != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(completionContext(cmd), completionTimeout)
+	defer cancel()
+	var list hitlv1.NotificationChannelList
+	if err := c.client.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+	}
+	var names []cobra.Completion
+	for _, ch := range list.Items {
+		if strings.HasPrefix(ch.Name, toComplete) {
+			names = append(names, cobra.CompletionWithDesc(ch.Name, string(ch.Spec.Type())))
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}

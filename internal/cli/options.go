@@ -1,7 +1,7 @@
 // Package cli implements `kubectl hitl`: list, show, answer, approve, deny,
-// inbox, ask, wait, admit and withdraw, following kubectl's conventions
-// (kubeconfig flags, -n, --context, -o, IOStreams, and the Complete,
-// Validate, Run pattern of each command's options).
+// inbox, ask, wait, admit, withdraw, mcp and notify test, following
+// kubectl's conventions (kubeconfig flags, -n, --context, -o, IOStreams,
+// and the Complete, Validate, Run pattern of each command's options).
 package cli
 
 import (

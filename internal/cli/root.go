@@ -38,7 +38,7 @@ runs an interactive inbox for answerers, and lets shell-script agents ask and wa
 		newDecideCommand(c, true), newDecideCommand(c, false),
 		newInboxCommand(c), newAskCommand(c), newWaitCommand(c),
 		newAdmitCommand(c), newWithdrawCommand(c),
-		newMCPCommand(c),
+		newMCPCommand(c), newNotifyCommand(c),
 	)
 	root.SetOut(c.streams.Out)
 	root.SetErr(c.streams.ErrOut)

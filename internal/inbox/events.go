@@ -29,9 +29,46 @@ type pageData struct {
 	CSRF      string
 	Heartbeat int64
 	Inactive  int64
+	// Root leads from the page's path back to the inbox's root, for the
+	// page's relative URLs (static files, events, api): "" on the root
+	// page, "../../" on a question's deep link. Relative, so that the
+	// inbox works under whatever path prefix its proxy serves it at.
+	Root string
+	// Focus is set on a question's deep link.
+	Focus *focusView
+}
+
+// focusView is the question a deep link names.
+type focusView struct {
+	// Key is the question's key in the page's list (namespace/name),
+	// whose card the page opens once its list has it.
+	Key string
+	// Problem, when set, says why the inbox cannot show it at all; the
+	// page then does not look for it.
+	Problem string
 }
 
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request, p Person) {
+	s.writePage(w, r, p, "", nil)
+}
+
+// serveQuestionPage serves a question's deep link,
+// /q/<namespace>/<name>: the inbox page, authenticated as every other
+// route is, which opens that question's card when the person's list has
+// it, and otherwise says that it is not open for them (gone, finished, or
+// not theirs to see). What the page can show is what the person's own
+// list holds, so the link reveals nothing their RBAC hides.
+func (s *Server) serveQuestionPage(w http.ResponseWriter, r *http.Request, p Person) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	f := &focusView{Key: ns + "/" + name}
+	if !s.namespaceServed(ns) {
+		f.Problem = fmt.Sprintf("Question %s/%s cannot be shown: this inbox does not serve namespace %s.", ns, name, ns)
+	}
+	s.writePage(w, r, p, "../../", f)
+}
+
+// writePage writes the inbox page for p.
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, p Person, root string, focus *focusView) {
 	agents, _ := s.agents(r)
 	scope := "all namespaces"
 	if len(s.opts.Namespaces) > 0 {
@@ -44,6 +81,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request, p Person) {
 	err := s.page.ExecuteTemplate(&buf, "page", pageData{
 		Title: s.opts.Title, User: p.Username, Scope: scope, CSRF: s.csrfToken(p),
 		Heartbeat: s.opts.Heartbeat.Milliseconds(), Inactive: s.opts.Inactive.Milliseconds(),
+		Root: root, Focus: focus,
 	})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

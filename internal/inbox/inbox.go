@@ -29,6 +29,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
 
 //go:embed templates/*.html static/*
@@ -132,6 +134,9 @@ func New(o Options) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", s.authenticated(s.servePage))
+	// A question's deep link, which every notification carries
+	// (hitlv1.InboxQuestionPath): the same page, opening that card.
+	mux.Handle("GET "+hitlv1.InboxQuestionPrefix+"{namespace}/{name}", s.authenticated(s.serveQuestionPage))
 	mux.Handle("GET /static/", s.authenticated(func(w http.ResponseWriter, r *http.Request, _ Person) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.StripPrefix("/static/", http.FileServerFS(static)).ServeHTTP(w, r)

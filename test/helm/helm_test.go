@@ -49,6 +49,7 @@ func everything() map[string]any {
 	return map[string]any{
 		"mcp":            map[string]any{"enabled": true},
 		"inbox":          map[string]any{"enabled": true},
+		"notify":         map[string]any{"enabled": true, "inboxURL": "https://hitl.example.com"},
 		"webhook":        map[string]any{"feedback": map[string]any{"enabled": true}},
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 	}
@@ -75,6 +76,8 @@ func TestLint(t *testing.T) {
 		"webhook mode on 1.30":           {"v1.30.0", webhookMode()},
 		"without API priority":           {latest, map[string]any{"apf": map[string]any{"enabled": false}}},
 		"the inbox with mTLS, no secret": {latest, map[string]any{"inbox": mtlsInbox("")}},
+		"the notifier, every value set": {latest, map[string]any{"notify": map[string]any{"enabled": true, "replicas": 1,
+			"inboxURL": "https://hitl.example.com/inbox", "secretNamespaces": []any{"team-a", "team-b"}, "extraArgs": []any{"--resync=5m"}}}},
 		"one replica without a budget": {latest, map[string]any{"manager": map[string]any{
 			"replicas": 1, "leaderElect": false, "podDisruptionBudget": map[string]any{"enabled": false}}}},
 	} {
@@ -121,6 +124,8 @@ func TestTemplateRefusesValuesThatCannotWork(t *testing.T) {
 		"an inbox that trusts any caller": {latest, inbox(map[string]any{"enabled": true, "proxySecret": map[string]any{"secretName": ""}}), "the proxy must prove itself"},
 		"client names without their CA":   {latest, inbox(map[string]any{"enabled": true, "tls": map[string]any{"secretName": "tls", "proxyClientNames": []any{"proxy"}}}), "inbox.tls.proxyClientNames needs inbox.tls.clientCASecretName"},
 		"a client CA without serving TLS": {latest, inbox(map[string]any{"enabled": true, "tls": map[string]any{"clientCASecretName": "ca", "proxyClientNames": []any{"proxy"}}}), "inbox.tls.clientCASecretName (mTLS) needs inbox.tls.secretName"},
+		"an inbox URL that is not one": {latest, map[string]any{"notify": map[string]any{"enabled": true, "inboxURL": "hitl.example.com"}},
+			`notify.inboxURL "hitl.example.com" must be the web inbox's absolute http or https URL`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, _, err := render("hitl-system", c.kube, c.vals); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -226,12 +231,15 @@ func TestTemplateToggles(t *testing.T) {
 	feedback := []string{"ValidatingWebhookConfiguration /hitl-validating-webhook-configuration", "Service team-x/hitl-webhook-service",
 		"Role team-x/hitl-webhook-certificate-role", "ClusterRole /hitl-webhook-ca-injector"}
 	mutatingWebhooks := "MutatingWebhookConfiguration /hitl-mutating-webhook-configuration"
+	notify := []string{"Deployment team-x/hitl-notify", "ServiceAccount team-x/hitl-notify", "ClusterRole /hitl-notify",
+		"ClusterRoleBinding /hitl-notify", "ClusterRole /hitl-notify-secrets", "Role team-x/hitl-notify-leader-election",
+		"RoleBinding team-x/hitl-notify-leader-election"}
 	webhookArgs := []string{"--enable-webhooks", "--webhook-cert-secret=hitl-webhook-server-cert"}
 
 	t.Run("defaults", func(t *testing.T) {
 		objs := byKey(template(t, ns, nil))
 		has(t, objs, append(append(mutatingPolicies, validatingPolicies...), apf...)...)
-		hasNot(t, objs, append(append(inbox, feedback...), mutatingWebhooks)...)
+		hasNot(t, objs, append(append(append(inbox, feedback...), notify...), mutatingWebhooks)...)
 		args(t, objs, "hitl-controller-manager", nil, webhookArgs)
 		// The FlowSchema is the manager's.
 		subjects, _, _ := unstructured.NestedSlice(objs["FlowSchema /hitl-manager"].Object, "spec", "rules")
@@ -271,6 +279,72 @@ func TestTemplateToggles(t *testing.T) {
 			"--proxy-secret-header=X-Hitl-Proxy-Secret", "--proxy-secret-file=/etc/hitl-inbox/proxy/secret"}, []string{"--tls-cert-file"})
 		if v := fmt.Sprint(pod["volumes"]); !strings.Contains(v, "secretName:hitl-inbox-proxy") {
 			t.Errorf("the inbox does not mount the Secret hitl-inbox-proxy: %s", v)
+		}
+	})
+	t.Run("notify", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"notify": map[string]any{"enabled": true, "inboxURL": "https://hitl.example.com"}}))
+		has(t, objs, notify...)
+		hasNot(t, objs, "RoleBinding team-a/hitl-notify-secrets")
+		// The notifier's rights are config/notify's: it notifies (the
+		// hitl.dev/notified record), it never answers or claims.
+		rules := fmt.Sprint(objs["ClusterRole /hitl-notify"].Object["rules"])
+		for _, want := range []string{"resources:[agents] verbs:[notify]", "resources:[userquestions] verbs:[get list watch patch]"} {
+			if !strings.Contains(rules, want) {
+				t.Errorf("the notifier's ClusterRole %s lacks %s", rules, want)
+			}
+		}
+		if strings.Contains(rules, "questionreplies") || strings.Contains(rules, "questionclaims") || strings.Contains(rules, "answer") {
+			t.Errorf("the notifier's ClusterRole may answer or claim: %s", rules)
+		}
+		if got := fmt.Sprint(objs["ClusterRole /hitl-notify-secrets"].Object["rules"]); got != "[map[apiGroups:[] resources:[secrets] verbs:[get]]]" {
+			t.Errorf("hitl-notify-secrets grants %s", got)
+		}
+		subjects := fmt.Sprint(objs["ClusterRoleBinding /hitl-notify"].Object["subjects"])
+		if subjects != "[map[kind:ServiceAccount name:hitl-notify namespace:team-x]]" {
+			t.Errorf("the notifier's ClusterRoleBinding binds %s", subjects)
+		}
+		d := objs["Deployment team-x/hitl-notify"].Object
+		if r := number(d, "spec", "replicas"); r != 2 {
+			t.Errorf("the notifier has %d replicas, want 2 (one leads)", r)
+		}
+		pod, _, _ := unstructured.NestedMap(d, "spec", "template", "spec")
+		checkRestricted(t, "the notifier", pod)
+		if pod["serviceAccountName"] != "hitl-notify" {
+			t.Errorf("the notifier runs as %v", pod["serviceAccountName"])
+		}
+		args(t, objs, "hitl-notify", []string{"--leader-elect", "--inbox-url=https://hitl.example.com", "--metrics-bind-address=:8443"}, nil)
+		if img := container(t, objs, "hitl-notify")["image"]; img != "ghcr.io/hitl-dev/hitl:"+chartAppVersion(t) {
+			t.Errorf("the notifier's image is %v, not hitl's one image", img)
+		}
+	})
+	t.Run("notify with its values", func(t *testing.T) {
+		objs := byKey(template(t, ns, map[string]any{"image": map[string]any{"tag": "v9"}, "notify": map[string]any{"enabled": true, "replicas": 1,
+			"secretNamespaces": []any{"team-a", "team-b"}, "extraArgs": []any{"--resync=5m"},
+			"resources": map[string]any{"limits": map[string]any{"memory": "100Mi"}}}}))
+		args(t, objs, "hitl-notify", []string{"--resync=5m"}, []string{"--inbox-url"})
+		c := container(t, objs, "hitl-notify")
+		if c["image"] != "ghcr.io/hitl-dev/hitl:v9" {
+			t.Errorf("the notifier's image is %v", c["image"])
+		}
+		// Helm merges the values' maps: the requests stay the defaults.
+		if got := fmt.Sprint(c["resources"]); got != "map[limits:map[memory:100Mi] requests:map[cpu:20m memory:48Mi]]" {
+			t.Errorf("the notifier's resources are %s", got)
+		}
+		if r := number(objs["Deployment team-x/hitl-notify"].Object, "spec", "replicas"); r != 1 {
+			t.Errorf("replicas %d, want 1", r)
+		}
+		for _, team := range []string{"team-a", "team-b"} {
+			b := objs["RoleBinding "+team+"/hitl-notify-secrets"]
+			if b == nil {
+				t.Errorf("no RoleBinding of hitl-notify-secrets in %s", team)
+				continue
+			}
+			if ref, _, _ := unstructured.NestedString(b.Object, "roleRef", "name"); ref != "hitl-notify-secrets" {
+				t.Errorf("the RoleBinding in %s binds %s", team, ref)
+			}
+			if got := fmt.Sprint(b.Object["subjects"]); got != "[map[kind:ServiceAccount name:hitl-notify namespace:team-x]]" {
+				t.Errorf("the RoleBinding in %s binds %s", team, got)
+			}
 		}
 	})
 	t.Run("inbox with other headers, namespaces, no NetworkPolicy", func(t *testing.T) {
@@ -425,6 +499,7 @@ func TestChartEqualsConfig(t *testing.T) {
 		"default":          {},
 		"mcp":              {"mcp": map[string]any{"enabled": true}},
 		"inbox":            {"inbox": map[string]any{"enabled": true}},
+		"notify":           {"notify": map[string]any{"enabled": true, "inboxURL": "https://hitl.example.com"}},
 		"webhook-feedback": {"webhook": map[string]any{"feedback": map[string]any{"enabled": true}}},
 		"webhook-mode":     {"webhook": map[string]any{"mode": map[string]any{"enabled": true}}},
 	} {
@@ -505,7 +580,7 @@ func TestChartAppliesServerSide(t *testing.T) {
 		return vals
 	}
 	objs, crds := template(t, "hitl-system", noMonitor(everything()))
-	for _, k := range []string{"Deployment hitl-system/hitl-inbox", "FlowSchema /hitl-manager", "Deployment hitl-system/hitl-mcp", "ValidatingWebhookConfiguration /hitl-validating-webhook-configuration"} {
+	for _, k := range []string{"Deployment hitl-system/hitl-inbox", "Deployment hitl-system/hitl-notify", "FlowSchema /hitl-manager", "Deployment hitl-system/hitl-mcp", "ValidatingWebhookConfiguration /hitl-validating-webhook-configuration"} {
 		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return key(o) == k }) {
 			t.Errorf("everything renders no %s", k)
 		}
@@ -715,4 +790,14 @@ func manifest(t *testing.T, objs []*unstructured.Unstructured) string {
 		b.Write(data)
 	}
 	return b.String()
+}
+
+// chartAppVersion is the chart's appVersion, the default tag of hitl's image.
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chrt.Metadata.AppVersion
 }

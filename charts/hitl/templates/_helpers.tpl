@@ -28,6 +28,12 @@ app.kubernetes.io/name: hitl
 app.kubernetes.io/component: inbox
 {{- end -}}
 
+{{/* The notifier's pods, as config/notify selects them. */}}
+{{- define "hitl.notifySelector" -}}
+app.kubernetes.io/name: hitl
+app.kubernetes.io/component: notify
+{{- end -}}
+
 {{/* Non-empty when the manager serves webhooks: the feedback webhook alone, or all of them (webhook mode). */}}
 {{- define "hitl.webhooks" -}}
 {{- if or .Values.webhook.feedback.enabled .Values.webhook.mode.enabled }}true{{ end -}}

@@ -102,7 +102,16 @@
   if (!list) { return; } // loaded for its validator only
 
   // ---- Page state ----
-  function meta(name) { return document.querySelector('meta[name="' + name + '"]').content; }
+  function meta(name) {
+    var m = document.querySelector('meta[name="' + name + '"]');
+    return m ? m.content : '';
+  }
+  // The page's calls are relative to the inbox's root, which a question's
+  // deep link (/q/<namespace>/<name>) is two levels below.
+  var root = meta('hitl-root');
+  // The key (namespace/name) of the question a deep link names, until its
+  // card is shown.
+  var focusKey = meta('hitl-focus');
   var csrf = meta('hitl-csrf');
   var heartbeatMs = Number(meta('hitl-heartbeat')) || 10000;
   var inactiveMs = Number(meta('hitl-inactive')) || 120000;
@@ -125,7 +134,7 @@
   }
 
   function post(path, body, keepalive) {
-    return fetch(path, {
+    return fetch(root + path, {
       method: 'POST', credentials: 'same-origin', keepalive: !!keepalive,
       headers: {'Content-Type': 'application/json', 'X-Hitl-Csrf': csrf},
       body: JSON.stringify(body)
@@ -212,7 +221,47 @@
     } else if (was === 'Open' && item.state === 'Continued' && c.claim) {
       dropClaim(c, 'The window has closed: your answer will be queued until the agent takes it.');
     }
+    if (item.key === focusKey) { showLinked(item); }
     tick();
+  }
+
+  // ---- A deep link ----
+  // showLinked shows the card a deep link names, opened (which claims a
+  // timed question, as opening it by hand does), once the person's list
+  // has it; until then, or when the list has it only as finished, the
+  // note says why it is not there.
+  function showLinked(item) {
+    var c = cards.get(focusKey);
+    if (c && !c.done) {
+      focusKey = '';
+      focusNote('');
+      c.li.classList.add('linked');
+      c.li.scrollIntoView({block: 'start'});
+      if (c.voted) {
+        c.li.tabIndex = -1;
+        c.li.focus();
+      } else if (!c.li.classList.contains('open')) {
+        open(c, true);
+      }
+      return;
+    }
+    var name = focusKey;
+    if (item && !item.active && item.state === 'Cancelled') {
+      focusNote('Question ' + name + ' is no longer open: its agent cancelled it.');
+    } else if (item && !item.active) {
+      focusNote('Question ' + name + ' is no longer open: it has been answered.');
+    } else {
+      focusNote('Question ' + name + ' is not open in your inbox: it does not exist (any more), ' +
+        'or you may not see it. Your other questions are below.');
+    }
+  }
+
+  function focusNote(text) {
+    var note = document.querySelector('[data-focus-note]');
+    if (!note) { return; }
+    note.querySelector('[data-focus-text]').textContent = text;
+    note.classList.toggle('problem', !!text);
+    note.hidden = !text;
   }
 
   // setVoted shows that the person has voted on a governed question (its
@@ -250,14 +299,25 @@
     switch (msg.type) {
     case 'reset':
       var keys = new Set();
-      (msg.items || []).forEach(function (it) { keys.add(it.key); upsert(it); });
+      var linked = null;
+      (msg.items || []).forEach(function (it) {
+        keys.add(it.key);
+        upsert(it);
+        if (it.key === focusKey) { linked = it; }
+      });
       Array.from(cards.keys()).forEach(function (k) { if (!keys.has(k)) { remove(k); } });
+      // The whole list is in: a linked question it lacks is not there.
+      if (focusKey) { showLinked(linked); }
       setConnection('Live');
       problem('');
       break;
     case 'upsert': upsert(msg.item); break;
     case 'delete': remove(msg.key); break;
-    case 'problem': problem(msg.problem); break;
+    case 'problem':
+      problem(msg.problem);
+      // The list cannot be had: the linked question is not shown either.
+      if (focusKey && msg.problem) { showLinked(null); }
+      break;
     }
     updateEmpty();
   }
@@ -275,7 +335,7 @@
   }
 
   function connect() {
-    var es = new EventSource('events' + location.search);
+    var es = new EventSource(root + 'events' + location.search);
     es.onmessage = function (ev) { handle(JSON.parse(ev.data)); };
     es.onerror = function () {
       setConnection('Reconnecting…', true);

@@ -9,7 +9,6 @@ package channel
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -116,12 +115,13 @@ type Answer struct {
 }
 
 // Link is the deep link to a question's card in the web inbox at
-// inboxURL: <inboxURL>/q/<namespace>/<name>; "" without an inbox URL.
+// inboxURL: <inboxURL>/q/<namespace>/<name> (hitlv1.InboxQuestionPath,
+// the path the inbox serves); "" without an inbox URL.
 func Link(inboxURL, namespace, name string) string {
 	if inboxURL == "" {
 		return ""
 	}
-	return strings.TrimSuffix(inboxURL, "/") + "/q/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	return strings.TrimSuffix(inboxURL, "/") + hitlv1.InboxQuestionPath(namespace, name)
 }
 
 // NewMessage makes the notification of event about q, with the
