@@ -106,6 +106,11 @@ test-gitops: envtest-assets flux-assets ## Run test/gitops: hitl as it ships und
 	./hack/git.sh
 	FLUX_ASSETS=$(FLUX_DIR) go test ./test/gitops/... -v -count=1 -timeout 20m
 
+.PHONY: bench-gitops
+bench-gitops: envtest-assets flux-assets ## Measure an answer through Git, from `git push` to Settled, split into Flux's part and hitl's (N pushes, 50 unless given; figures in bin/bench/gitops.json).
+	./hack/git.sh
+	HITL_GITOPS_BENCH=$(or $(N),50) HITL_BENCH_OUT=$(LOCALBIN)/bench/gitops.json FLUX_ASSETS=$(FLUX_DIR) go test ./test/gitops/... -run TestGitOpsBench -v -count=1 -timeout 30m
+
 .PHONY: bench
 bench: build envtest-assets ## Measure hitl against the API server's own limit (QUICK=1 for a run of a few minutes; SCALE=100k for the scale mode alone: 100,000 questions across 1,000 namespaces).
 	go run ./test/bench $(if $(QUICK),--quick) $(if $(SCALE),--scale $(SCALE)) --manager $(LOCALBIN)/manager --out $(LOCALBIN)/bench/$(if $(SCALE),scale-)results.json
@@ -140,6 +145,7 @@ build: ## Build the manager, kubectl-hitl, hitl-mcp, hitl-inbox and localcp into
 	go build -o $(LOCALBIN)/kubectl-hitl ./cmd/kubectl-hitl
 	go build -o $(LOCALBIN)/hitl-mcp ./cmd/hitl-mcp
 	go build -o $(LOCALBIN)/hitl-inbox ./cmd/hitl-inbox
+	go build -o $(LOCALBIN)/hitl-notify ./cmd/hitl-notify
 	go build -o $(LOCALBIN)/localcp ./hack/localcp
 
 # A release's version (image tag, krew manifest, chart appVersion): the

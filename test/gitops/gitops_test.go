@@ -47,6 +47,34 @@ type world struct {
 }
 
 func TestGitOps(t *testing.T) {
+	ctx, w := startWorld(t)
+
+	// Each scenario has its own tenant (namespace, repository,
+	// Kustomization) and its own questions: they run in parallel.
+	for _, s := range []struct {
+		name string
+		run  func(context.Context, *testing.T, *world)
+	}{
+		{"Flux applies and prunes pushed commits", testAppliesAndPrunes},
+		{"answer by commit", testAnswerByCommit},
+		{"another tenant cannot answer an agent it has no grant for", testAnotherTenantRefused},
+		{"TTL cleanup with the file still in Git", testTTLWithFileInGit},
+		{"re-applied unchanged is a no-op and prune after settlement undoes nothing", testReapplyAndPrune},
+		{"a force-push removes the reply before it is applied", testForcePushBeforeApply},
+		{"a reply the controller rejects turns the engine red", testRejectedReplyTurnsTheEngineRed},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			s.run(ctx, t, w)
+		})
+	}
+}
+
+// startWorld starts the control plane, Flux, the Git server and hitl, and
+// sets the agents' namespace up; it skips t when Flux's binaries or git are
+// missing. The context ends with t, or after 15 minutes.
+func startWorld(t *testing.T) (context.Context, *world) {
+	t.Helper()
 	flux := fluxAssets(testenv.Root())
 	for _, b := range []string{"source-controller", "kustomize-controller"} {
 		if _, err := os.Stat(filepath.Join(flux, b)); err != nil {
@@ -70,26 +98,7 @@ func TestGitOps(t *testing.T) {
 	installHitl(ctx, t, w)
 	setUpAgents(ctx, t, w, t.TempDir())
 	t.Logf("control plane, Flux and hitl up in %s", time.Since(start).Round(time.Millisecond))
-
-	// Each scenario has its own tenant (namespace, repository,
-	// Kustomization) and its own questions: they run in parallel.
-	for _, s := range []struct {
-		name string
-		run  func(context.Context, *testing.T, *world)
-	}{
-		{"Flux applies and prunes pushed commits", testAppliesAndPrunes},
-		{"answer by commit", testAnswerByCommit},
-		{"another tenant cannot answer an agent it has no grant for", testAnotherTenantRefused},
-		{"TTL cleanup with the file still in Git", testTTLWithFileInGit},
-		{"re-applied unchanged is a no-op and prune after settlement undoes nothing", testReapplyAndPrune},
-		{"a force-push removes the reply before it is applied", testForcePushBeforeApply},
-		{"a reply the controller rejects turns the engine red", testRejectedReplyTurnsTheEngineRed},
-	} {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			s.run(ctx, t, w)
-		})
-	}
+	return ctx, w
 }
 
 // startFlux starts the control plane with the CRDs of flux/crds and runs

@@ -170,7 +170,7 @@ func (k *tenant) suspend(ctx context.Context, t *testing.T, suspended bool) {
 func (k *tenant) sourceRevision(ctx context.Context) func() (string, error) {
 	return func() (string, error) {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"})
+		u.SetGroupVersionKind(gitRepositoryGVK)
 		if err := k.w.admin.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: answers}, u); err != nil {
 			return "", err
 		}
@@ -179,7 +179,10 @@ func (k *tenant) sourceRevision(ctx context.Context) func() (string, error) {
 	}
 }
 
-var kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+var (
+	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+	gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+)
 
 // readKustomization reads a Kustomization.
 func readKustomization(ctx context.Context, c client.Client, ns, name string) (*unstructured.Unstructured, error) {
