@@ -250,14 +250,19 @@ func SpecDigest(spec *UserQuestionSpec) string {
 // when its Stalled condition became True (its cancellation). ok is false
 // for an active question, and for a cancelled one whose condition is not
 // written yet.
-func (q *UserQuestion) FinishedAt() (at time.Time, ok bool) {
-	if !q.State().Terminal() {
+func (q *UserQuestion) FinishedAt() (at time.Time, ok bool) { return q.Status.FinishedAt() }
+
+// FinishedAt is UserQuestion.FinishedAt of a question in this status: the
+// controller asks it of the status it is deciding, before it is written.
+// Ready is no help here: it was False before a cancellation too.
+func (st *UserQuestionStatus) FinishedAt() (at time.Time, ok bool) {
+	if !st.State.Terminal() {
 		return time.Time{}, false
 	}
-	if s := q.Status.Settlement; s != nil {
+	if s := st.Settlement; s != nil {
 		return s.At.Time, true
 	}
-	for _, c := range q.Status.Conditions {
+	for _, c := range st.Conditions {
 		if c.Type == ConditionStalled && c.Status == "True" {
 			return c.LastTransitionTime.Time, true
 		}

@@ -189,3 +189,34 @@ func TestErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestFinishedAt(t *testing.T) {
+	stalled := func(at int64, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: hitlv1.ConditionStalled, Status: status, LastTransitionTime: metav1.Unix(at, 0)}
+	}
+	for _, c := range []struct {
+		name       string
+		state      hitlv1.QuestionState
+		settledAt  int64
+		conditions []metav1.Condition
+		want       int64
+		ok         bool
+	}{
+		{name: "open", state: hitlv1.StateOpen},
+		{name: "continued, with a Stalled condition", state: hitlv1.StateContinued, conditions: []metav1.Condition{stalled(5, metav1.ConditionTrue)}},
+		{name: "settled", state: hitlv1.StateSettled, settledAt: 7, want: 7, ok: true},
+		{name: "cancelled", state: hitlv1.StateCancelled, conditions: []metav1.Condition{stalled(9, metav1.ConditionTrue)}, want: 9, ok: true},
+		{name: "cancelled, Stalled not True yet", state: hitlv1.StateCancelled, conditions: []metav1.Condition{stalled(9, metav1.ConditionFalse)}},
+		{name: "cancelled, no condition yet", state: hitlv1.StateCancelled},
+	} {
+		q := question("ns", "a", 1, c.state, c.settledAt)
+		q.Status.Conditions = c.conditions
+		at, ok := q.FinishedAt()
+		if ok != c.ok || (ok && !at.Equal(time.Unix(c.want, 0))) {
+			t.Errorf("%s: FinishedAt() = %v, %v; want %v, %v", c.name, at, ok, time.Unix(c.want, 0), c.ok)
+		}
+		if sat, sok := q.Status.FinishedAt(); sok != ok || !sat.Equal(at) {
+			t.Errorf("%s: the status's FinishedAt() = %v, %v; the question's %v, %v", c.name, sat, sok, at, ok)
+		}
+	}
+}

@@ -28,6 +28,11 @@ func main() {
 		metricsAddr = flag.String("metrics-bind-address", "0", "address of the metrics endpoint (HTTPS, authenticated and authorized by the API server); 0 turns it off")
 		probeAddr   = flag.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 		leaderElect = flag.Bool("leader-elect", false, "elect a leader among replicas; only the leader sends")
+		leaderNS    = flag.String("leader-election-namespace", "", "namespace of the leader-election Lease; empty means the notifier's own namespace (in a Pod), which a process outside a Pod must name")
+		leaseFor    = flag.Duration("leader-elect-lease-duration", 8*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
+		renewFor    = flag.Duration("leader-elect-renew-deadline", 6*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits")
+		retryEvery  = flag.Duration("leader-elect-retry-period", 1500*time.Millisecond, "how often candidates try to acquire or renew the Lease")
+		pprofAddr   = flag.String("pprof-bind-address", "", "address of the Go profiling endpoints (/debug/pprof); empty disables them")
 		inboxURL    = flag.String("inbox-url", "", "the web inbox's URL; notifications link to <inbox-url>/q/<namespace>/<name>")
 		attempts    = flag.Int("attempts", channel.DefaultRetry.Attempts, "how many times a notification is tried at most")
 		resync      = flag.Duration("resync", time.Minute, "how often the channels' Secrets are read again")
@@ -43,9 +48,17 @@ func main() {
 		Metrics: metricsserver.Options{
 			BindAddress: *metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
 		},
-		HealthProbeBindAddress: *probeAddr,
-		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "hitl-notify.hitl.dev",
+		HealthProbeBindAddress:  *probeAddr,
+		PprofBindAddress:        *pprofAddr,
+		LeaderElection:          *leaderElect,
+		LeaderElectionID:        "hitl-notify.hitl.dev",
+		LeaderElectionNamespace: *leaderNS,
+		LeaseDuration:           leaseFor,
+		RenewDeadline:           renewFor,
+		RetryPeriod:             retryEvery,
+		// A notifier that stops (SIGTERM on rollout or drain) hands over at
+		// once instead of making the standby wait out the lease.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		log.Error(err, "Cannot create the manager")

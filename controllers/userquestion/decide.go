@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -447,7 +446,13 @@ func (d *decider) schedule() {
 	switch {
 	case d.st.State.Terminal():
 		if ttl := d.in.Question.Spec.TTLSecondsAfterFinished; ttl != nil {
-			expiry := finishedAt(&d.st, now).Add(time.Duration(*ttl) * time.Second)
+			// A cancellation whose Stalled condition is not set yet
+			// finishes now.
+			finished, ok := d.st.FinishedAt()
+			if !ok {
+				finished = now
+			}
+			expiry := finished.Add(time.Duration(*ttl) * time.Second)
 			if now.Before(expiry) {
 				earliest(expiry)
 				break
@@ -475,17 +480,4 @@ func (d *decider) schedule() {
 	if !next.IsZero() && d.requeue == 0 {
 		d.requeue = next.Sub(now)
 	}
-}
-
-// finishedAt is when a terminal question finished: its settlement time, or
-// when its Stalled condition became True (cancellation). Ready is no help:
-// it was False before the cancellation too.
-func finishedAt(st *hitlv1.UserQuestionStatus, now time.Time) time.Time {
-	if st.Settlement != nil {
-		return st.Settlement.At.Time
-	}
-	if c := meta.FindStatusCondition(st.Conditions, hitlv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
-		return c.LastTransitionTime.Time
-	}
-	return now
 }

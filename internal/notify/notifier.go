@@ -14,7 +14,6 @@ package notify
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -92,9 +91,9 @@ type Notifier struct {
 	// holds those given up on until their channel changes.
 	pending, givenUp map[string]bool
 
-	// recordMu makes the annotation writes of one question one at a time,
-	// each with everything sent so far.
-	recordMu sync.Mutex
+	// records holds the questions whose record is to be written
+	// (recorder.go).
+	records workqueue.TypedRateLimitingInterface[recordKey]
 }
 
 // namespace is what the notifier knows of one namespace.
@@ -140,6 +139,7 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 		plan: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.NamespacedName]{
 			Name: "hitl-notify-plan", Clock: o.Clock,
 		}),
+		records:    newRecordQueue(),
 		namespaces: map[string]*namespace{}, queues: map[types.NamespacedName]*queue{},
 		sent: map[types.UID]Record{}, pending: map[string]bool{}, givenUp: map[string]bool{},
 	}
@@ -156,20 +156,27 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 	return n, mgr.Add(n)
 }
 
-// Start runs the planning workers until ctx ends.
+// Start runs the planning workers and the record writers until ctx ends;
+// then it writes, for a few seconds at most, the records of what was sent
+// and not recorded yet.
 func (n *Notifier) Start(ctx context.Context) error {
 	n.ctx = ctx
 	close(n.started)
-	var wg sync.WaitGroup
+	var wg, writers sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
 			for n.planNext() {
 			}
 		})
 	}
+	for range recordWorkers {
+		writers.Go(func() { n.writeRecords(context.WithoutCancel(ctx)) })
+	}
 	<-ctx.Done()
 	n.plan.ShutDown()
 	wg.Wait()
+	n.stopRecords()
+	writers.Wait()
 	n.mu.Lock()
 	for _, ns := range n.namespaces {
 		if ns.stopWatch != nil {
@@ -262,13 +269,13 @@ func (n *Notifier) configure(name string, policies []*hitlv1.NotificationPolicy,
 	}
 	for chName, ch := range channels {
 		key := types.NamespacedName{Namespace: name, Name: chName}
+		l := ch.Spec.Limit()
 		q := n.queues[key]
 		if q == nil {
-			q = newQueue(key)
+			q = newQueue(key, l)
 			n.queues[key] = q
 			go q.run(n.ctx, n)
 		}
-		l := ch.Spec.Limit()
 		q.limiter.SetLimit(rate.Limit(float64(l.PerMinute) / 60))
 		q.limiter.SetBurst(int(l.Burst))
 		if old := ns.channels[chName]; old == nil || old.Generation != ch.Generation {
@@ -434,8 +441,8 @@ func splitKey(k string) (uid, namespace, channelName, key string) {
 
 // deliver sends one queued notification: if it is still due (the question
 // may have moved on while it waited), through the channel's sender with
-// retries; then records it on the question, counts it and tells of it in
-// an Event.
+// retries; then queues its question for the record (recorder.go), counts it
+// and tells of it in an Event.
 func (n *Notifier) deliver(ctx context.Context, it item) {
 	n.mu.Lock()
 	q, policies, ns := n.questionLocked(it.question)
@@ -473,8 +480,8 @@ func (n *Notifier) deliver(ctx context.Context, it item) {
 		retriedTotal.WithLabelValues(string(typ)).Inc()
 		log.Info("Sending again after a transient failure", "attempt", attempt, "error", err.Error())
 	})
-	if ctx.Err() != nil {
-		return
+	if err != nil && ctx.Err() != nil {
+		return // stopping: what was not sent is the next leader's
 	}
 	if err != nil {
 		failedTotal.WithLabelValues(string(typ), string(d.Event)).Inc()
@@ -498,46 +505,8 @@ func (n *Notifier) deliver(ctx context.Context, it item) {
 	r.Add(d.Channel, d.Key)
 	delete(n.pending, k)
 	n.mu.Unlock()
+	n.records.Add(recordKey{it.question, q.UID})
 	n.events.Eventf(q, nil, corev1.EventTypeNormal, "NotificationSent", "Notify", "%s notification sent to channel %s", d.Event, d.Channel)
-	if err := n.record(ctx, it.question, q.UID); err != nil {
-		log.Error(err, "Cannot record a notification on its question; a restart may send it again")
-	}
-}
-
-// record writes what was sent about the question key (of UID uid) to its
-// annotation: what it records already and everything this process sent,
-// one write at a time so that none loses another's.
-func (n *Notifier) record(ctx context.Context, key types.NamespacedName, uid types.UID) error {
-	n.recordMu.Lock()
-	defer n.recordMu.Unlock()
-	n.mu.Lock()
-	var r Record
-	if ns := n.namespaces[key.Namespace]; ns != nil && ns.questions[key.Name] != nil && ns.questions[key.Name].UID == uid {
-		r = n.recordLocked(ns.questions[key.Name])
-		if RecordOf(ns.questions[key.Name]).Equal(r) {
-			r = nil // nothing new
-		}
-	} else {
-		r = n.sent[uid].Clone()
-	}
-	n.mu.Unlock()
-	if len(r) == 0 {
-		return nil
-	}
-	// The UID makes the patch fail rather than annotate another question
-	// created under the same name.
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid": uid, "annotations": map[string]string{hitlv1.NotifiedAnnotation: r.String()},
-	}})
-	if err != nil {
-		return err
-	}
-	q := &hitlv1.UserQuestion{}
-	q.Namespace, q.Name = key.Namespace, key.Name
-	if err := n.client.Patch(ctx, q, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
 }
 
 // item is a notification in a channel's queue.
@@ -558,8 +527,10 @@ type queue struct {
 	wake  chan struct{}
 }
 
-func newQueue(key types.NamespacedName) *queue {
-	l := hitlv1.DefaultRateLimit
+// newQueue makes the queue of a channel limited to l. Its limiter starts
+// full, with l's whole burst: a channel new to the notifier (or a notifier
+// just started) comes after a quiet time.
+func newQueue(key types.NamespacedName, l hitlv1.RateLimit) *queue {
 	return &queue{key: key, limiter: rate.NewLimiter(rate.Limit(float64(l.PerMinute)/60), int(l.Burst)), wake: make(chan struct{}, 1)}
 }
 

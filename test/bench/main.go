@@ -48,21 +48,30 @@ type scale struct {
 	FloodClients   int // the flood workload's clients, each its own ServiceAccount
 	FloodWorkers   int // goroutines writing per flooding client
 	Questions      int // the scale mode's questions (--scale); 0: the workloads above
+
+	// The notifier's workloads (notify.go).
+	NotifyAsks      int           // questions asked at once to hitl-notify's webhook channel
+	NotifyReminders int           // open questions whose reminders hitl-notify sends
+	NotifyWindow    time.Duration // the reminders' due times spread over it
+	NotifyChannels  int           // the reminders' channels (and policies, and agents)
 }
 
 var full = scale{Asks: 2000, LatencySamples: 200, ManyOpen: 10000, SpreadDeadline: 10000, SpreadWindow: 60 * time.Second,
 	SharedDeadline: 1000, Claims: 1000, ClaimDuration: 30 * time.Second, ClaimFor: 70 * time.Second, Overdue: 1000, OverdueWindow: 45 * time.Second,
-	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
+	MemQuestions: 10000, MemClaims: 1000, MCPAsks: 100, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64,
+	NotifyAsks: 1000, NotifyReminders: 10000, NotifyWindow: 60 * time.Second, NotifyChannels: 10}
 
 var quick = scale{Asks: 300, LatencySamples: 200, ManyOpen: 1000, SpreadDeadline: 1000, SpreadWindow: 15 * time.Second,
 	SharedDeadline: 300, Claims: 100, ClaimDuration: 10 * time.Second, ClaimFor: 25 * time.Second, Overdue: 300, OverdueWindow: 15 * time.Second,
-	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64}
+	MemQuestions: 1000, MemClaims: 100, MCPAsks: 50, MCPHeld: 500, FloodClients: 8, FloodWorkers: 64,
+	NotifyAsks: 1000, NotifyReminders: 1000, NotifyWindow: 15 * time.Second, NotifyChannels: 10}
 
 func main() {
 	quickMode := flag.Bool("quick", false, "a smaller run that finishes in a few minutes")
 	out := flag.String("out", filepath.Join(testenv.Root(), "bin", "bench", "results.json"), "where to write the figures as JSON")
 	manager := flag.String("manager", filepath.Join(testenv.Root(), "bin", "manager"), "the manager binary")
 	plugin := flag.String("kubectl-hitl", "", "the kubectl-hitl binary (default: kubectl-hitl beside --manager)")
+	notifier := flag.String("hitl-notify", "", "the hitl-notify binary (default: hitl-notify beside --manager)")
 	run := flag.String("run", "", "run only the workloads whose names match this regular expression (the baseline always runs)")
 	atScale := flag.String("scale", "", "run the scale mode alone with this many questions (100k: 100,000 across 1,000 namespaces)")
 	flag.IntVar(&maxInflight, "max-requests-inflight", 0, "the API server's --max-requests-inflight (0: its default, 400)")
@@ -116,7 +125,10 @@ func main() {
 	if *plugin == "" {
 		*plugin = filepath.Join(filepath.Dir(*manager), "kubectl-hitl")
 	}
-	r, err := runAll(ctx, s, *manager, *plugin, filepath.Dir(*out), only)
+	if *notifier == "" {
+		*notifier = filepath.Join(filepath.Dir(*manager), "hitl-notify")
+	}
+	r, err := runAll(ctx, s, binaries{manager: *manager, plugin: *plugin, notifier: *notifier}, filepath.Dir(*out), only)
 	if r != nil {
 		r.Quick = *quickMode
 		r.print(os.Stdout)

@@ -31,6 +31,8 @@ type bench struct {
 	kubeconfig string // the manager's: its shipped ServiceAccount's token
 	managerBin string
 	pluginBin  string // kubectl-hitl, for the MCP workloads
+	notifyBin  string // hitl-notify, for the notifier workloads
+	notifyKube string // hitl-notify's kubeconfig: its shipped ServiceAccount's token
 	adminKube  string // an administrator's kubeconfig, for kubectl-hitl mcp
 	manager    *exec.Cmd
 	synced     chan time.Time
@@ -62,8 +64,14 @@ func modeName(m testenv.Admission) string {
 	return m.String()
 }
 
-func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, only *regexp.Regexp) (*results, error) {
-	b := &bench{s: s, managerBin: managerBin, pluginBin: pluginBin, outDir: outDir, mode: none,
+// binaries are the programs the bench runs: the manager, kubectl-hitl and
+// hitl-notify.
+type binaries struct {
+	manager, plugin, notifier string
+}
+
+func runAll(ctx context.Context, s scale, bins binaries, outDir string, only *regexp.Regexp) (*results, error) {
+	b := &bench{s: s, managerBin: bins.manager, pluginBin: bins.plugin, notifyBin: bins.notifier, outDir: outDir, mode: none,
 		r: &results{Scale: s.Questions, Figures: map[string]float64{}}}
 	if err := b.start(ctx); err != nil {
 		return nil, err
@@ -85,6 +93,8 @@ func runAll(ctx context.Context, s scale, managerBin, pluginBin, outDir string, 
 		{"approval latency", testenv.Policies, b.approvalLatency},
 		{"mcp ask latency", testenv.Policies, b.mcpLatency},
 		{"mcp held calls", testenv.Policies, b.mcpHeld},
+		{"notify burst", testenv.Policies, b.notifyBurst},
+		{"notify reminders", testenv.Policies, b.notifyReminders},
 		{"deadline precision", testenv.Policies, b.deadlines},
 		{"deadline floor", testenv.Policies, b.deadlineFloor},
 		{"claims", testenv.Policies, b.claims},

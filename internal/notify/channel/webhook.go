@@ -36,9 +36,16 @@ const DefaultTolerance = 5 * time.Minute
 
 // NewHTTPClient is the HTTP client of the senders: each attempt ends after
 // timeout, and redirects are not followed (a redirect is an error), so a
-// notification goes only where its channel says.
+// notification goes only where its channel says. The channels of many
+// namespaces post to one host (hooks.slack.com, a company's receiver), each
+// from its own queue: it keeps an idle connection for each, not net/http's
+// default of two per host, which would make the others connect anew for
+// every notification.
 func NewHTTPClient(timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 100
 	return &http.Client{
+		Transport:     t,
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
