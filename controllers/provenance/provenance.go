@@ -17,11 +17,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -83,11 +85,21 @@ func EngineOf(r *hitlv1.QuestionReply) *hitlv1.EngineReference {
 	return &hitlv1.EngineReference{Kind: KindApplication, Namespace: ns, Name: name}
 }
 
-// Reader reads the engines' objects to complete a reply's source.
+// Reader reads the engines' objects to complete a reply's source. Make
+// one with NewReader.
 type Reader struct {
 	// Client reads Kustomizations, GitRepositories (and Flux's other
 	// sources) and Applications, around any cache.
 	Client client.Reader
+	// refs remembers the source each Kustomization named when it last
+	// applied a reply, so that the next reply's Kustomization and source
+	// are read at once instead of one after the other.
+	refs *sourceRefs
+}
+
+// NewReader is a Reader that reads with c.
+func NewReader(c client.Reader) Reader {
+	return Reader{Client: c, refs: &sourceRefs{byKustomization: map[types.NamespacedName]sourceRef{}}}
 }
 
 // Of is the source of reply r: nil when r carries no engine's mark, when
@@ -95,33 +107,111 @@ type Reader struct {
 // the identity that engine applies as. Errors are only those worth a
 // retry (the API server unreachable); a missing kind or a denied read is
 // no source.
+//
+// A Kustomization and its source are both read fresh for every reply, so
+// the revision and the signature check are those of the moment: the
+// source is read beside the Kustomization when the Kustomization named it
+// last time, and read again after it when the Kustomization now names
+// another.
 func (rd Reader) Of(ctx context.Context, r *hitlv1.QuestionReply) (*hitlv1.ReplySource, error) {
 	engine := EngineOf(r)
 	if engine == nil || rd.Client == nil {
 		return nil, nil
 	}
-	gvk := kustomizationGVK
 	if engine.Kind == KindApplication {
-		gvk = applicationGVK
+		app, err := rd.get(ctx, applicationGVK, engine.Namespace, engine.Name)
+		if app == nil || err != nil {
+			return nil, err
+		}
+		return ArgoSource(r, app), nil
 	}
-	obj, err := rd.get(ctx, gvk, engine.Namespace, engine.Name)
-	if obj == nil || err != nil {
+	key := types.NamespacedName{Namespace: engine.Namespace, Name: engine.Name}
+	guess, guessed := rd.refs.get(key)
+	var (
+		guessedSrc *unstructured.Unstructured
+		guessErr   error
+		done       = make(chan struct{})
+	)
+	if guessed {
+		go func() {
+			defer close(done)
+			guessedSrc, guessErr = rd.get(ctx, guess.gvk(), guess.Namespace, guess.Name)
+		}()
+	} else {
+		close(done)
+	}
+	ks, err := rd.get(ctx, kustomizationGVK, engine.Namespace, engine.Name)
+	<-done
+	if ks == nil || err != nil {
 		return nil, err
 	}
-	if engine.Kind == KindApplication {
-		return ArgoSource(r, obj), nil
-	}
+	ref, named := sourceRefOf(ks)
 	var src *unstructured.Unstructured
-	if ref, found, _ := unstructured.NestedStringMap(obj.Object, "spec", "sourceRef"); found && ref["kind"] != "" && ref["name"] != "" {
-		ns := ref["namespace"]
-		if ns == "" {
-			ns = engine.Namespace
+	switch {
+	case !named:
+	case guessed && ref == guess:
+		if src, err = guessedSrc, guessErr; err != nil {
+			return nil, err
 		}
-		if src, err = rd.get(ctx, schema.GroupVersionKind{Group: sourceGroup, Version: "v1", Kind: ref["kind"]}, ns, ref["name"]); err != nil {
+	default:
+		if src, err = rd.get(ctx, ref.gvk(), ref.Namespace, ref.Name); err != nil {
 			return nil, err
 		}
 	}
-	return FluxSource(r, obj, src), nil
+	out := FluxSource(r, ks, src)
+	// Only a Kustomization whose own identity applied the reply is
+	// remembered: marks anyone may write never grow the memory.
+	if out != nil && named {
+		rd.refs.put(key, ref)
+	}
+	return out, nil
+}
+
+// sourceRef is a Kustomization's spec.sourceRef, its namespace filled in.
+type sourceRef struct {
+	Kind, Namespace, Name string
+}
+
+func (s sourceRef) gvk() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: sourceGroup, Version: "v1", Kind: s.Kind}
+}
+
+// sourceRefOf reads ks's spec.sourceRef; false when it names none.
+func sourceRefOf(ks *unstructured.Unstructured) (sourceRef, bool) {
+	ref, found, _ := unstructured.NestedStringMap(ks.Object, "spec", "sourceRef")
+	if !found || ref["kind"] == "" || ref["name"] == "" {
+		return sourceRef{}, false
+	}
+	ns := ref["namespace"]
+	if ns == "" {
+		ns = ks.GetNamespace()
+	}
+	return sourceRef{Kind: ref["kind"], Namespace: ns, Name: ref["name"]}, true
+}
+
+// sourceRefs is the memory of Reader.refs.
+type sourceRefs struct {
+	mu              sync.Mutex
+	byKustomization map[types.NamespacedName]sourceRef
+}
+
+func (m *sourceRefs) get(key types.NamespacedName) (sourceRef, bool) {
+	if m == nil {
+		return sourceRef{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ref, ok := m.byKustomization[key]
+	return ref, ok
+}
+
+func (m *sourceRefs) put(key types.NamespacedName, ref sourceRef) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byKustomization[key] = ref
 }
 
 // get reads one object; nil, nil when it, or its kind, does not exist or

@@ -138,7 +138,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
 	r.gather = newGatherer()
-	r.provenance = provenance.Reader{Client: r.APIReader}
+	r.provenance = provenance.NewReader(r.APIReader)
 	if r.Closer == nil {
 		r.Closer = closer.New(r.Clock, workers)
 	}
