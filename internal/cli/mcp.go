@@ -22,6 +22,7 @@ type mcpOptions struct {
 	*common
 	agent    string
 	maxWaits int
+	maxWait  time.Duration
 	progress time.Duration
 	qps      float64
 	burst    int
@@ -34,13 +35,19 @@ func newMCPCommand(c *common) *cobra.Command {
 		Short: "Serve hitl's tools to an agent over MCP (stdio)",
 		Long: `Serve the Model Context Protocol over stdin and stdout, so that an agent built
 with any MCP client can ask people questions through hitl: the tools
-ask_user_question, list_questions, get_queued_replies, admit_reply and
-cancel_question act with the kubeconfig's identity, as agent NAME in the
-namespace. Without --agent, a kubeconfig that authenticates as a
+ask_user_question, wait_for_answer, list_questions, get_queued_replies,
+admit_reply and cancel_question act with the kubeconfig's identity, as agent
+NAME in the namespace. Without --agent, a kubeconfig that authenticates as a
 ServiceAccount asks as that ServiceAccount (in its namespace unless -n is
 given); any other identity needs --agent. Nothing but MCP messages is
-written to stdout; diagnostics go to stderr. When the client goes away or
-the command is interrupted, the questions still waiting are cancelled.`,
+written to stdout; diagnostics go to stderr.
+
+One ask_user_question or wait_for_answer call waits at most --max-wait (below
+the clients' request timeout), then returns {"waiting": true} with the
+question still open, and the agent goes on with wait_for_answer. A call its
+client cancels leaves its question open; cancel_question withdraws it. When
+the client goes away or the command is interrupted while calls wait, their
+questions are cancelled.`,
 		Example: `  kubectl hitl mcp -n agents --agent deploy-bot
   # an MCP client config: {"command": "kubectl", "args": ["hitl", "mcp", "-n", "agents", "--agent", "deploy-bot"]}`,
 		Args: cobra.NoArgs,
@@ -48,6 +55,7 @@ the command is interrupted, the questions still waiting are cancelled.`,
 	}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "the agent to ask as (default: the kubeconfig's ServiceAccount)")
 	cmd.Flags().IntVar(&o.maxWaits, "max-waits", hitlmcp.DefaultMaxWaits, "the most calls that may wait for an answer at the same time (negative: no cap)")
+	cmd.Flags().DurationVar(&o.maxWait, "max-wait", hitlmcp.DefaultMaxWait, "the longest one ask_user_question or wait_for_answer call waits before it returns still waiting (below the client's request timeout; negative: until answered)")
 	cmd.Flags().DurationVar(&o.progress, "progress-interval", hitlmcp.DefaultProgressInterval, "how often a waiting call reports progress, when the client asks for it")
 	cmd.Flags().Float64Var(&o.qps, "kube-api-qps", 200, "client-side limit of API requests per second, for all calls together")
 	cmd.Flags().IntVar(&o.burst, "kube-api-burst", 1000, "client-side burst of API requests, for all calls together")
@@ -89,7 +97,7 @@ func (o *mcpOptions) Run(ctx context.Context) error {
 		key = "kubeconfig"
 	}
 	srv := hitlmcp.New(hitlmcp.Static(hitlmcp.Caller{Key: key, Client: o.client, Namespace: namespace, Agent: agent}),
-		hitlmcp.Options{MaxWaits: o.maxWaits, ProgressInterval: o.progress, Context: ctx})
+		hitlmcp.Options{MaxWaits: o.maxWaits, ProgressInterval: o.progress, MaxWait: o.maxWait, Context: ctx})
 	fmt.Fprintf(o.streams.ErrOut, "serving MCP on stdio as agent %s in namespace %s\n", agent, namespace)
 	t := &mcp.IOTransport{Reader: readCloser(o.streams.In), Writer: writeCloser{o.streams.Out}}
 	// Interrupted (ctx ends) or left by its client (stdin closes), the

@@ -107,22 +107,21 @@ func (s *Server) ended(ctx context.Context, c *Caller, a *agent.Agent, name stri
 		Rule: fmt.Sprintf("the call waiting for question %s ended with its session (%v), and the question is cancelled", name, why)}
 }
 
-// result is what a call returns for a question that left Open: its
-// answers, pending, or ASK_ABORTED when it was cancelled.
+// result is what a call returns for a question that left Open, as
+// agent.ResultOf says: its answers, pending, or ASK_ABORTED when it was
+// cancelled; with its text.
 func result(q *hitlv1.UserQuestion) (AskResult, string, error) {
-	out := AskResult{Question: q.Name, CallID: q.CallID(), Approval: approvalOf(agent.ApprovalOf(q))}
-	switch q.State() {
-	case hitlv1.StateSettled:
-		out.Answers = q.Status.Answers
-		return out, withVotes(renderAnswers(q.Spec.Questions, out.Answers), out.Approval), nil
-	case hitlv1.StateContinued:
-		out.Pending = true
-		return out, fmt.Sprintf("pending: nobody answered question %s (callID %s) within %s. It stays open to people; "+
-			"work on, and later check get_queued_replies and admit_reply for a late answer.", q.Name, q.CallID(), window(q)) +
-			withVotes("", out.Approval), nil
-	default:
-		return AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted, Rule: fmt.Sprintf("question %s was cancelled", q.Name)}
+	res, err := agent.ResultOf(q)
+	if err != nil {
+		return AskResult{}, "", err
 	}
+	out := AskResult{Question: res.Question, CallID: res.CallID, Pending: res.Pending, Answers: res.Answers, Approval: approvalOf(res.Approval)}
+	if res.Pending {
+		return out, fmt.Sprintf("pending: nobody answered question %s (callID %s) within %s. It stays open to people; "+
+			"work on, and later check get_queued_replies and admit_reply for a late answer.", res.Question, res.CallID, window(q)) +
+			withVotes("", out.Approval), nil
+	}
+	return out, withVotes(renderAnswers(q.Spec.Questions, out.Answers), out.Approval), nil
 }
 
 // window is a timed question's timeout as the agent gave it.

@@ -31,6 +31,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,7 +197,7 @@ func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (R
 		}
 		return Result{}, err
 	}
-	return askResult(q)
+	return ResultOf(q)
 }
 
 // createOutliving creates the question of an ask with a context that does
@@ -238,13 +239,21 @@ func (a *Agent) abort(ctx context.Context, question string) error {
 	return aborted(cause, "the ask of question %s was aborted", question)
 }
 
-// askResult is what a question that left Open returns to the asking call.
-func askResult(q *hitlv1.UserQuestion) (Result, error) {
-	switch q.Status.State {
+// ResultOf is what a question that left Open returns to the call that
+// waits for it, as Ask and AskTimed return it: the answers when it is
+// Settled, a pending Result when it is Continued (its window closed
+// unanswered), and an ASK_ABORTED error when it is Cancelled. A question
+// still Open has no result yet: ResultOf returns an error without a code.
+// Callers that wait their own way (Wait, or a watch of their own) use it
+// to return what an ask would.
+func ResultOf(q *hitlv1.UserQuestion) (Result, error) {
+	switch q.State() {
 	case hitlv1.StateSettled:
 		return settledResult(q), nil
 	case hitlv1.StateContinued:
 		return Result{Question: q.Name, CallID: q.CallID(), Pending: true, Approval: ApprovalOf(q)}, nil
+	case hitlv1.StateOpen:
+		return Result{}, fmt.Errorf("question %s is still Open: it has no result yet", q.Name)
 	default:
 		return Result{}, coded(hitlv1.CodeAskAborted, nil, "question %s was cancelled", q.Name)
 	}

@@ -1,11 +1,12 @@
 // The MCP workloads: ask latency through kubectl hitl mcp and the Go SDK,
-// and blocking MCP calls held open.
+// and blocking MCP asks held open, each a chain of calls that return still
+// waiting after a short max wait.
 
 package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	hitlmcp "github.com/hitl-dev/hitl/internal/mcp"
 	"github.com/hitl-dev/hitl/pkg/agent"
 )
 
@@ -118,11 +120,11 @@ func (b *bench) respondAtOnce(ctx context.Context) (stop func()) {
 	return func() { b.obs.respond(nil) }
 }
 
-// callAsk calls ask_user_question and returns an error for a tool error too.
-func callAsk(ctx context.Context, cs *mcp.ClientSession) error {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: askArgs()})
+// callTool calls a tool, and returns an error for a tool error too.
+func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args any) (*mcp.CallToolResult, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.IsError {
 		msg := "tool error"
@@ -131,9 +133,20 @@ func callAsk(ctx context.Context, cs *mcp.ClientSession) error {
 				msg = t.Text
 			}
 		}
-		return errors.New(msg)
+		return nil, fmt.Errorf("%s: %s", name, msg)
 	}
-	return nil
+	return res, nil
+}
+
+// askResult is the structured result of ask_user_question or
+// wait_for_answer.
+func askResult(res *mcp.CallToolResult) (hitlmcp.AskResult, error) {
+	var out hitlmcp.AskResult
+	data, err := json.Marshal(res.StructuredContent)
+	if err == nil {
+		err = json.Unmarshal(data, &out)
+	}
+	return out, err
 }
 
 // mcpLatency asks MCPAsks questions through the MCP client and
@@ -151,10 +164,19 @@ func (b *bench) mcpLatency(ctx context.Context) error {
 	sdk := agent.New(b.c, ns, instantAgent)
 	viaMCP := func() (time.Duration, error) {
 		start := time.Now()
-		if err := callAsk(ctx, cs); err != nil {
-			return 0, fmt.Errorf("ask_user_question: %w (stderr: %s)", err, stderr)
+		res, err := callTool(ctx, cs, "ask_user_question", askArgs())
+		took := time.Since(start)
+		if err != nil {
+			return 0, fmt.Errorf("%w (stderr: %s)", err, stderr)
 		}
-		return time.Since(start), nil
+		r, err := askResult(res)
+		if err != nil {
+			return 0, err
+		}
+		if r.Pending || r.Waiting || len(r.Answers) != 1 {
+			return 0, fmt.Errorf("ask_user_question returned %+v", r)
+		}
+		return took, nil
 	}
 	viaSDK := func() (time.Duration, error) {
 		start := time.Now()
@@ -210,13 +232,28 @@ func (b *bench) mcpLatency(ctx context.Context) error {
 	return nil
 }
 
-// mcpHeld holds MCPHeld blocking ask_user_question calls open at once in
-// one stdio session of kubectl-hitl mcp, and reads the process's RSS once
-// every question exists; then it cancels the calls (which cancels their
-// questions) and ends the session.
+// heldMaxWait is the max wait of the held calls' server: short, so that
+// every call returns still waiting and goes on with wait_for_answer several
+// times while the workload holds it (the chunked waiting of issue 34),
+// instead of once per 50 s.
+const heldMaxWait = 10 * time.Second
+
+// heldFor is how long the calls are held once every question exists: each
+// call goes on with wait_for_answer at least twice in it.
+const heldFor = 3 * heldMaxWait
+
+// mcpHeld holds MCPHeld blocking asks open at once in one stdio session of
+// kubectl-hitl mcp --max-wait heldMaxWait: each is an ask_user_question
+// that returns still waiting after the max wait, then wait_for_answer
+// calls, one after the other, as a client on a request timeout does. Once
+// every question exists it holds them heldFor. It reads the process's RSS
+// all along and reports the highest, and the highest before any call went
+// on (what the single read of the workload before the max wait measured).
+// Then it cancels the calls (their questions stay open, as a cancelled call
+// leaves them) and ends the session.
 func (b *bench) mcpHeld(ctx context.Context) error {
 	n := b.s.MCPHeld
-	cs, cmd, stderr, err := b.mcpSession(ctx, heldAgent, "--max-waits", fmt.Sprint(n+100))
+	cs, cmd, stderr, err := b.mcpSession(ctx, heldAgent, "--max-waits", fmt.Sprint(n+100), "--max-wait", heldMaxWait.String())
 	if err != nil {
 		return err
 	}
@@ -224,54 +261,94 @@ func (b *bench) mcpHeld(ctx context.Context) error {
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	var early atomic.Int64 // calls that returned before they were cancelled
+	var early atomic.Int64 // asks that ended before they were cancelled
 	var firstErr atomic.Value
+	continued := make([]atomic.Int64, n) // each ask's wait_for_answer calls
 	start := time.Now()
-	for range n {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := callAsk(callCtx, cs)
+			err := holdAsk(callCtx, cs, &continued[i])
 			if callCtx.Err() == nil {
 				early.Add(1)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
+				firstErr.CompareAndSwap(nil, fmt.Sprint(err))
 			}
 		}()
 	}
-	var asked int
+	// The process's RSS, read from the first ask to the end of the hold:
+	// the highest before any call went on with wait_for_answer, and the
+	// highest in all.
+	wentOn := func() (total, least int64) {
+		least = -1
+		for i := range continued {
+			c := continued[i].Load()
+			total += c
+			if least < 0 || c < least {
+				least = c
+			}
+		}
+		return total, least
+	}
+	var beforeChunks, peak int64
+	sample := func() error {
+		total, _ := wentOn()
+		rss, err := rssBytes(cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		if total == 0 {
+			beforeChunks = max(beforeChunks, rss)
+		}
+		peak = max(peak, rss)
+		return nil
+	}
 	for {
+		if err := sample(); err != nil {
+			return err
+		}
 		var list hitlv1.UserQuestionList
 		if err := b.c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{hitlv1.AgentLabel: heldAgent}); err != nil {
 			return err
 		}
-		asked = len(list.Items)
-		if asked >= n {
+		if len(list.Items) >= n {
 			break
 		}
 		if early.Load() > 0 {
-			return fmt.Errorf("%d of %d calls returned while they should wait (first error: %v; stderr: %s)", early.Load(), n, firstErr.Load(), stderr)
+			return fmt.Errorf("%d of %d asks ended while they should wait (first: %v; stderr: %s)", early.Load(), n, firstErr.Load(), stderr)
 		}
 		if time.Since(start) > 3*time.Minute {
-			return fmt.Errorf("only %d of %d questions asked after 3m (stderr: %s)", asked, n, stderr)
+			return fmt.Errorf("only %d of %d questions asked after 3m (stderr: %s)", len(list.Items), n, stderr)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	allAsked := time.Since(start)
-	time.Sleep(2 * time.Second) // every call is past its create, waiting
-	rss, err := rssBytes(cmd.Process.Pid)
-	if err != nil {
-		return err
+	// Held for heldFor, across the max waits' ends, when every call
+	// returns and the next one starts.
+	for held := time.Now(); time.Since(held) < heldFor; time.Sleep(200 * time.Millisecond) {
+		if err := sample(); err != nil {
+			return err
+		}
 	}
 	waiting := int64(n) - early.Load()
+	total, least := wentOn()
+	mib := func(v int64) float64 { return float64(v) / (1 << 20) }
 	b.r.set(fmt.Sprintf("mcp: %d blocking calls, s until every question existed", n), allAsked.Seconds())
 	b.r.set(fmt.Sprintf("mcp: %d blocking calls, calls still waiting", n), float64(waiting))
-	b.r.set(fmt.Sprintf("mcp: %d blocking calls, kubectl-hitl RSS MiB", n), float64(rss)/(1<<20))
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, max wait s", n), heldMaxWait.Seconds())
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, wait_for_answer calls", n), float64(total))
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, wait_for_answer calls per ask, fewest", n), float64(least))
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, kubectl-hitl RSS MiB before the first max wait", n), mib(beforeChunks))
+	b.r.set(fmt.Sprintf("mcp: %d blocking calls, kubectl-hitl RSS MiB", n), mib(peak))
 	b.r.check(fmt.Sprintf("kubectl-hitl mcp RSS, %d calls waiting", n), "<= 150MiB",
-		fmt.Sprintf("%.0fMiB (%d waiting)", float64(rss)/(1<<20), waiting), rss <= 150<<20 && waiting == int64(n))
+		fmt.Sprintf("%.0fMiB (%d waiting, each went on %d+ times)", mib(peak), waiting, least),
+		peak <= 150<<20 && waiting == int64(n) && least >= 1)
+	if early.Load() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d of %d asks ended while they should wait (first: %v)\n", early.Load(), n, firstErr.Load())
+	}
 
-	// Cancel every call: the server cancels each question before it returns.
+	// Cancel every call: the client sends notifications/cancelled, and the
+	// server leaves the questions open.
 	cancel()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -280,12 +357,34 @@ func (b *bench) mcpHeld(ctx context.Context) error {
 	case <-time.After(2 * time.Minute):
 		return fmt.Errorf("the cancelled calls did not return within 2m")
 	}
-	// Closing stdin ends the session; kubectl-hitl exits once its handlers
-	// have cancelled their questions, or is killed by the CommandTransport
-	// after its grace; the namespace is cleaned up after the step either way.
+	// Closing stdin ends the session, with no call waiting: kubectl-hitl
+	// exits once its handlers have returned, or is killed by the
+	// CommandTransport after its grace.
 	closed := time.Now()
 	if err := cs.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: closing the MCP session after %s: %v\n", time.Since(closed).Round(time.Millisecond), err)
 	}
 	return nil // runAll deletes the questions and waits for the manager to be quiet
+}
+
+// holdAsk asks a question nobody answers and waits for it as a client
+// whose calls must end before its request timeout does: ask_user_question,
+// then wait_for_answer again each time a call returns still waiting,
+// counting those in continued. It returns when ctx ends (the error of the
+// cancelled call), or with what ended the wait otherwise: an error, or a
+// result that is not waiting.
+func holdAsk(ctx context.Context, cs *mcp.ClientSession, continued *atomic.Int64) error {
+	res, err := callTool(ctx, cs, "ask_user_question", askArgs())
+	for err == nil {
+		var r hitlmcp.AskResult
+		if r, err = askResult(res); err != nil {
+			return err
+		}
+		if !r.Waiting {
+			return fmt.Errorf("a call returned %+v, not waiting", r)
+		}
+		continued.Add(1)
+		res, err = callTool(ctx, cs, "wait_for_answer", hitlmcp.WaitArgs{CallID: r.CallID, Question: r.Question})
+	}
+	return err
 }
