@@ -130,4 +130,3 @@ func TestReaderReadsTheSourceBesideTheKustomization(t *testing.T) {
 		t.Fatalf("remembered source %+v, want elsewhere", ref)
 	}
 }
-

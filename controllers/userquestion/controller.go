@@ -274,11 +274,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.List(ctx, &claimList, client.InNamespace(q.Namespace), client.MatchingFields{claimQuestionIndex: q.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing claims: %w", err)
 	}
-	refused, err := r.refusals(ctx, q, replies)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	sources, err := r.sourcesOf(ctx, replies)
+	refused, sources, err := r.judgeAuthors(ctx, q, replies)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -385,6 +381,41 @@ func (r *Reconciler) confirmClose(ctx context.Context, in Inputs, d Decision) (D
 	return d, nil
 }
 
+// judgeAuthors checks the new replies' authors (refusals) and reads where
+// those a GitOps engine applied came from (sourcesOf). Both wait on the API
+// server, so the engines' objects are read while the grants are checked.
+func (r *Reconciler) judgeAuthors(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) (map[string]Refusal, map[string]*hitlv1.ReplySource, error) {
+	marked := false
+	for i := range replies {
+		marked = marked || needsSource(&replies[i])
+	}
+	if !marked {
+		refused, err := r.refusals(ctx, q, replies)
+		return refused, nil, err
+	}
+	var (
+		sources    map[string]*hitlv1.ReplySource
+		sourcesErr error
+		read       = make(chan struct{})
+	)
+	go func() {
+		defer close(read)
+		sources, sourcesErr = r.sourcesOf(ctx, replies)
+	}()
+	refused, err := r.refusals(ctx, q, replies)
+	<-read
+	if err != nil {
+		return nil, nil, err
+	}
+	return refused, sources, sourcesErr
+}
+
+// needsSource reports whether reply is new and carries a GitOps engine's
+// mark: its source is read when it is judged.
+func needsSource(reply *hitlv1.QuestionReply) bool {
+	return reply.Status.Outcome == "" && reply.DeletionTimestamp == nil && provenance.EngineOf(reply) != nil
+}
+
 // sourcesOf reads where the new replies that carry a GitOps engine's mark
 // came from, by name. A reply judged already keeps the source written
 // with its outcome, and is not read again.
@@ -392,7 +423,7 @@ func (r *Reconciler) sourcesOf(ctx context.Context, replies []hitlv1.QuestionRep
 	var out map[string]*hitlv1.ReplySource
 	for i := range replies {
 		reply := &replies[i]
-		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || provenance.EngineOf(reply) == nil {
+		if !needsSource(reply) {
 			continue
 		}
 		src, err := r.provenance.Of(ctx, reply)
