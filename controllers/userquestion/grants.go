@@ -1,6 +1,7 @@
 package userquestion
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +30,50 @@ type grantCache struct {
 	mu      sync.Mutex
 	expires map[string]time.Time
 	denials map[string]time.Time
+	// inFlight are the reviews under way, by key: a burst of replies from
+	// one author to many questions (a GitOps engine applying a merge)
+	// judged at once costs one review, not one per worker.
+	inFlight map[string]*review
+}
+
+// review is one SubjectAccessReview under way; done is closed when its
+// answer is in.
+type review struct {
+	done    chan struct{}
+	allowed bool
+	err     error
 }
 
 func newGrantCache() *grantCache {
-	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}}
+	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}, inFlight: map[string]*review{}}
+}
+
+// shared returns ask's answer for key, asking only when no review of key is
+// under way, else waiting for that one's answer: it started moments ago,
+// fresher than the answers the cache reuses for grantTTL. ctx ending stops
+// the wait.
+func (c *grantCache) shared(ctx context.Context, key string, ask func() (bool, error)) (bool, error) {
+	c.mu.Lock()
+	if r, ok := c.inFlight[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.allowed, r.err
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	r := &review{done: make(chan struct{})}
+	c.inFlight[key] = r
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.inFlight, key)
+		c.mu.Unlock()
+		close(r.done)
+	}()
+	r.allowed, r.err = ask()
+	return r.allowed, r.err
 }
 
 // grantKey names an author (all of its stamped identity) answering agent in

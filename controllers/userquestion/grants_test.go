@@ -1,7 +1,11 @@
 package userquestion
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -92,5 +96,58 @@ func TestGrantCacheDenialsStayBounded(t *testing.T) {
 	}
 	if n := len(c.denials); n > maxGrants {
 		t.Fatalf("%d denials kept, more than %d", n, maxGrants)
+	}
+}
+
+func TestGrantReviewsUnderWayAreShared(t *testing.T) {
+	// In a bubble, synctest.Wait returns once every goroutine waits: the
+	// workers have joined the review before it answers.
+	synctest.Test(t, func(t *testing.T) {
+		c := newGrantCache()
+		key := grantKey(&hitlv1.UserInfo{Username: "system:serviceaccount:team-a:gitops"}, "agents", "release-bot")
+		var asked atomic.Int32
+		release := make(chan struct{})
+		ask := func() (bool, error) {
+			asked.Add(1)
+			<-release
+			return true, nil
+		}
+		const workers = 8
+		answers := make(chan bool, workers)
+		for range workers {
+			go func() {
+				allowed, _ := c.shared(t.Context(), key, ask)
+				answers <- allowed
+			}()
+		}
+		synctest.Wait()
+		close(release)
+		for range workers {
+			if !<-answers {
+				t.Fatal("a worker that joined the review did not get its answer")
+			}
+		}
+		if n := asked.Load(); n != 1 {
+			t.Fatalf("%d reviews for %d workers judging one author at once, want 1", n, workers)
+		}
+		// Once answered, the next review is a new one.
+		if allowed, err := c.shared(t.Context(), key, func() (bool, error) { return false, nil }); allowed || err != nil {
+			t.Fatalf("a review after the shared one answered: %t, %v; want its own answer, false", allowed, err)
+		}
+	})
+}
+
+func TestAGrantReviewWaiterStopsWithItsContext(t *testing.T) {
+	c := newGrantCache()
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go func() {
+		_, _ = c.shared(t.Context(), "k", func() (bool, error) { close(started); <-release; return true, nil })
+	}()
+	<-started
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.shared(ctx, "k", func() (bool, error) { return true, nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiter whose context ended got %v, want context.Canceled", err)
 	}
 }

@@ -59,7 +59,11 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 		}
 		if !known {
 			var err error
-			if allowed, _, err = access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent); err != nil {
+			allowed, err = r.grants.shared(ctx, key, func() (bool, error) {
+				allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
+				return allowed, err
+			})
+			if err != nil {
 				return nil, err
 			}
 			decided[key] = allowed
