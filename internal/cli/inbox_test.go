@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/hitl-dev/hitl/test/builders"
 	"github.com/hitl-dev/hitl/test/testenv"
 )
-
-// syncBuffer is an io.Writer that the inbox's goroutines may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // bindWithoutPatch binds user in ns to the example hitl-answerer role less
 // the verb patch on questionclaims: everything an answerer does but renew
@@ -95,7 +76,7 @@ func TestInboxWarnsWhenItsClaimCannotBeRenewed(t *testing.T) {
 
 	in, typing := io.Pipe()
 	defer typing.Close()
-	var out, errOut syncBuffer
+	var out, errOut testenv.Output
 	cmd := NewCommand(genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut})
 	cmd.SetArgs([]string{"--kubeconfig", config, "-n", ns, "inbox", "--agent", "release-bot", "--once"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

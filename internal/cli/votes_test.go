@@ -24,6 +24,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/test/builders"
+	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // governedOpen is an Open Approval question that needs two approvals, one
@@ -229,7 +230,7 @@ questions:
 	}
 
 	// alice's inbox does not offer her the question again.
-	var inboxOut, inboxErr syncBuffer
+	var inboxOut, inboxErr testenv.Output
 	ictx, stop := context.WithCancel(ctx)
 	inbox := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &inboxOut, ErrOut: &inboxErr})
 	inbox.SetArgs([]string{"--kubeconfig", aliceConfig, "-n", ns, "inbox", "--agent", "release-bot"})

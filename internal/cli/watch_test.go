@@ -11,6 +11,7 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/test/builders"
+	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // TestListWatch runs `kubectl hitl list --watch` against the local control
@@ -31,7 +32,7 @@ func TestListWatch(t *testing.T) {
 	}
 	ask("before", ns, "bot")
 
-	var out, errOut syncBuffer
+	var out, errOut testenv.Output
 	cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs([]string{"--kubeconfig", config, "-n", ns, "list", "--watch", "--agent", "bot"})
 	wctx, stop := context.WithCancel(ctx)
@@ -85,7 +86,7 @@ func TestListWatchPrintsObjects(t *testing.T) {
 	k := startCluster(t)
 	ns := newNamespace(t, k)
 	config := adminKubeconfig(t, k)
-	var out, errOut syncBuffer
+	var out, errOut testenv.Output
 	cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs([]string{"--kubeconfig", config, "-n", ns, "list", "-w", "-o", "name"})
 	wctx, stop := context.WithCancel(context.Background())
@@ -126,7 +127,7 @@ func TestCompletion(t *testing.T) {
 	}
 	complete := func(args ...string) []string {
 		t.Helper()
-		var out, errOut syncBuffer
+		var out, errOut testenv.Output
 		cmd := NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		cmd.SetArgs(append([]string{"__complete", "--kubeconfig", config, "-n", ns}, args...))
 		if err := cmd.ExecuteContext(ctx); err != nil {

@@ -60,25 +60,6 @@ func binary(t *testing.T, name string) string {
 
 func plugin(t *testing.T) string { return binary(t, "kubectl-hitl") }
 
-// output collects a process's output, which the test reads while the
-// process still writes.
-type output struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
-
 // writeKubeconfig writes data to a file of the test's and returns its path.
 func (e *env) writeKubeconfig(data []byte) string {
 	e.t.Helper()
@@ -98,10 +79,10 @@ func (e *env) adminKubeconfig() string {
 
 // stdio starts `kubectl-hitl mcp args...` and connects the SDK's client to
 // it over its stdin and stdout.
-func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *output) {
+func (e *env) stdio(args ...string) (*mcp.ClientSession, *exec.Cmd, *testenv.Output) {
 	e.t.Helper()
 	cmd := exec.Command(plugin(e.t), append([]string{"mcp"}, args...)...)
-	stderr := &output{}
+	stderr := &testenv.Output{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "v0"}, nil).Connect(e.ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	e.g.Expect(err).NotTo(HaveOccurred(), "stderr: %s", stderr)
@@ -184,7 +165,7 @@ func TestStdioBinaryNeedsAgent(t *testing.T) {
 // httpBinary runs cmd/hitl-mcp with args on a free local port, as the
 // admin, and waits until its /healthz answers at base (scheme://addr)
 // through c.
-func (e *env) httpBinary(c *http.Client, scheme string, args ...string) (base string, stderr *output) {
+func (e *env) httpBinary(c *http.Client, scheme string, args ...string) (base string, stderr *testenv.Output) {
 	e.t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -193,7 +174,7 @@ func (e *env) httpBinary(c *http.Client, scheme string, args ...string) (base st
 
 	args = append([]string{"--bind-address", addr, "--kubeconfig", e.adminKubeconfig()}, args...)
 	cmd := exec.Command(binary(e.t, "hitl-mcp"), args...)
-	stderr = &output{}
+	stderr = &testenv.Output{}
 	cmd.Stderr = stderr
 	e.g.Expect(cmd.Start()).To(Succeed())
 	exited := make(chan error, 1)

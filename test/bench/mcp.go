@@ -23,6 +23,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	hitlmcp "github.com/hitl-dev/hitl/internal/mcp"
 	"github.com/hitl-dev/hitl/pkg/agent"
+	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // The MCP workloads' agents: the responder answers every question of
@@ -68,38 +69,19 @@ func (b *bench) adminKubeconfig() (string, error) {
 
 // mcpSession starts `kubectl-hitl mcp -n bench --agent agent args...`, the
 // real binary, and connects the SDK's client to it over stdio.
-func (b *bench) mcpSession(ctx context.Context, agentName string, args ...string) (*mcp.ClientSession, *exec.Cmd, *output, error) {
+func (b *bench) mcpSession(ctx context.Context, agentName string, args ...string) (*mcp.ClientSession, *exec.Cmd, *testenv.Output, error) {
 	kubeconfig, err := b.adminKubeconfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cmd := exec.Command(b.pluginBin, append([]string{"mcp", "-n", ns, "--agent", agentName, "--kubeconfig", kubeconfig}, args...)...)
-	stderr := &output{}
+	stderr := &testenv.Output{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting %s mcp: %w (stderr: %s)", b.pluginBin, err, stderr)
 	}
 	return cs, cmd, stderr, nil
-}
-
-// output collects a process's stderr while it runs.
-type output struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.buf = append(o.buf, p...)
-	return len(p), nil
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return string(o.buf)
 }
 
 // respondAtOnce has the answerer reply to every question of instantAgent as

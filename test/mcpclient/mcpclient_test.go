@@ -21,7 +21,6 @@ package mcpclient
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -79,7 +78,7 @@ func TestTypeScriptClientOutlivesItsTimeout(t *testing.T) {
 	watched := w.watchQuestions(ctx, t)
 	t.Logf("the TypeScript SDK %s asks; alice answers %s after the ask", sdk, tm.answerAfter)
 
-	var stdout, stderr buffer
+	var stdout, stderr testenv.Output
 	cmd := exec.CommandContext(ctx, node, "client.mjs")
 	cmd.Dir = filepath.Join(testenv.Root(), "test", "mcpclient")
 	cmd.Env = append(os.Environ(), "HITL_MCP_URL="+w.endpoint, "HITL_MCP_TOKEN="+w.agentToken, "HITL_CALL_ID="+callID)
@@ -476,24 +475,6 @@ func parse(t *testing.T, stdout string) output {
 		}
 	}
 	return out
-}
-
-// buffer is a process's output, read while the process writes it.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // logs keeps the processes' output for a failing test's report.
