@@ -63,11 +63,11 @@ var _ = Describe("NotificationPolicy", func() {
 		return &hitlv1.NotificationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: spec}
 	}
 
-	It("accepts reminders, escalation tiers and a selector", func() {
+	It("accepts every event, reminders, escalation tiers and a selector", func() {
 		Expect(k8s.Create(ctx, policy(hitlv1.NotificationPolicySpec{
 			Selector:  hitlv1.ApprovalSelector{Agents: []string{"release-bot"}, Intents: []hitlv1.IntentType{hitlv1.IntentApproval}},
 			Channels:  []string{"slack"},
-			On:        []hitlv1.NotificationEvent{hitlv1.EventAsked, hitlv1.EventReminder},
+			On:        hitlv1.NotificationEvents(), // all seven fit on
 			Reminders: &hitlv1.Reminders{Percents: []int32{50, 90}, Every: &metav1.Duration{Duration: 30 * time.Minute}, Max: 4},
 			Escalation: []hitlv1.EscalationTier{{After: metav1.Duration{Duration: time.Hour}, Channels: []string{"oncall"}},
 				{After: metav1.Duration{Duration: 4 * time.Hour}, Channels: []string{"boss"}}},

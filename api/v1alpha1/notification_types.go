@@ -6,7 +6,7 @@ import (
 
 // NotificationEvent is a moment in a question's life that a
 // NotificationPolicy can send to its channels.
-// +kubebuilder:validation:Enum=Asked;Reminder;Continued;Settled;Cancelled;Escalated
+// +kubebuilder:validation:Enum=Asked;Reminder;QuorumProgress;Continued;Settled;Cancelled;Escalated
 type NotificationEvent string
 
 const (
@@ -15,6 +15,10 @@ const (
 	// EventReminder: the question is still unanswered at one of the
 	// policy's reminder times.
 	EventReminder NotificationEvent = "Reminder"
+	// EventQuorumProgress: a vote was counted on a governed question
+	// (status.approval set) that is still answerable. It carries the tally
+	// and who voted what (Approve or Reject), never an answer.
+	EventQuorumProgress NotificationEvent = "QuorumProgress"
 	// EventContinued: the window of a timed question closed unanswered; the
 	// question stays answerable.
 	EventContinued NotificationEvent = "Continued"
@@ -31,7 +35,7 @@ const (
 // NotificationEvents are the events, in the order a question's life goes
 // through them.
 func NotificationEvents() []NotificationEvent {
-	return []NotificationEvent{EventAsked, EventReminder, EventContinued, EventSettled, EventCancelled, EventEscalated}
+	return []NotificationEvent{EventAsked, EventReminder, EventQuorumProgress, EventContinued, EventSettled, EventCancelled, EventEscalated}
 }
 
 // Labels and annotations the notifier writes.
@@ -386,12 +390,12 @@ type NotificationPolicySpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	Channels []string `json:"channels"`
 
-	// on are the events sent to channels; empty means every event. An
-	// escalation tier's own channels get its Escalated event whatever on
-	// says.
+	// on are the events sent to channels; empty means every event,
+	// QuorumProgress included. An escalation tier's own channels get its
+	// Escalated event whatever on says.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:MaxItems=7
 	On []NotificationEvent `json:"on,omitempty"`
 
 	// reminders say when an unanswered question is brought up again.
@@ -407,7 +411,8 @@ type NotificationPolicySpec struct {
 	Escalation []EscalationTier `json:"escalation,omitempty"`
 }
 
-// Sends reports whether the policy sends event e to its channels.
+// Sends reports whether the policy sends event e to its channels: when on
+// lists it, or on is empty (every event).
 func (s *NotificationPolicySpec) Sends(e NotificationEvent) bool {
 	if len(s.On) == 0 {
 		return true
@@ -421,8 +426,8 @@ func (s *NotificationPolicySpec) Sends(e NotificationEvent) bool {
 }
 
 // NotificationPolicy tells people of the questions it selects, where they
-// already are: when a question is asked, reminded of, continued, settled,
-// cancelled, and escalated when it stays unanswered. The hitl-notify
+// already are: when a question is asked, reminded of, voted on, continued,
+// settled, cancelled, and escalated when it stays unanswered. The hitl-notify
 // service sends its events to the NotificationChannels it names, at least
 // once and never twice. Written by the platform team; the agent role has
 // no rights on it.

@@ -474,7 +474,7 @@ func (n *Notifier) deliver(ctx context.Context, it item) {
 	d := it.due
 	id := fmt.Sprintf("%s/%s/%s", q.UID, d.Key, d.Channel)
 	m := channel.NewMessage(q, d.Event, id, d.At, n.opts.InboxURL)
-	m.Reminder, m.Escalation = d.Reminder, d.Escalation
+	m.Reminder, m.Escalation, m.Quorum = d.Reminder, d.Escalation, d.Quorum
 	log := n.log.WithValues("question", client.ObjectKeyFromObject(q), "event", d.Event, "key", d.Key, "channel", d.Channel)
 	err := n.opts.Retry.Do(ctx, func(ctx context.Context) error { return sender.Send(ctx, m) }, func(attempt int, err error) {
 		retriedTotal.WithLabelValues(string(typ)).Inc()

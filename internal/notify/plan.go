@@ -16,9 +16,9 @@ import (
 type Due struct {
 	// Key names the event within the question's life, the same however
 	// often it is planned: asked, reminder-<percent>,
-	// reminder-open-<n>, reminder-continued-<n>, continued, settled,
-	// cancelled, escalated-<seconds>. With the question's UID and the
-	// channel it is the deduplication key.
+	// reminder-open-<n>, reminder-continued-<n>, vote-<reply UID>,
+	// continued, settled, cancelled, escalated-<seconds>. With the
+	// question's UID and the channel it is the deduplication key.
 	Key     string
 	Event   hitlv1.NotificationEvent
 	Channel string
@@ -26,12 +26,13 @@ type Due struct {
 	At         time.Time
 	Reminder   *channel.Reminder
 	Escalation *channel.Escalation
+	Quorum     *channel.Quorum
 }
 
 // order is the place of each event among those due at one instant.
 var order = map[hitlv1.NotificationEvent]int{
-	hitlv1.EventAsked: 0, hitlv1.EventReminder: 1, hitlv1.EventEscalated: 2,
-	hitlv1.EventContinued: 3, hitlv1.EventSettled: 4, hitlv1.EventCancelled: 5,
+	hitlv1.EventAsked: 0, hitlv1.EventQuorumProgress: 1, hitlv1.EventReminder: 2, hitlv1.EventEscalated: 3,
+	hitlv1.EventContinued: 4, hitlv1.EventSettled: 5, hitlv1.EventCancelled: 6,
 }
 
 // Plan decides what to send about question q under the policies that
@@ -45,6 +46,10 @@ var order = map[hitlv1.NotificationEvent]int{
 //     blocking question while it is Open and answerable, and after the
 //     window closed while it is Continued and answerable, up to
 //     reminders.max in each phase.
+//   - QuorumProgress, for each vote counted on a governed question
+//     (status.approval set) while q is answerable, if the vote was
+//     counted after the policy was created. The vote that decides q
+//     settles it or queues its reply, so it is told by Settled, not here.
 //   - Continued, while q is Continued (once q is settled or cancelled, that
 //     it was continued is no news).
 //   - Settled and Cancelled, once q finished, if it finished after the
@@ -90,6 +95,15 @@ func Plan(q *hitlv1.UserQuestion, policies []*hitlv1.NotificationPolicy, sent Re
 		if r := p.Spec.Reminders; r != nil && unanswered {
 			reminders(q, r, func(d Due) { add(d, to(hitlv1.EventReminder)) })
 		}
+		if unanswered && q.Status.Approval != nil {
+			for i, v := range q.Status.Votes {
+				if v.At.Time.Before(p.CreationTimestamp.Time) {
+					continue
+				}
+				add(Due{Key: voteKey(v), Event: hitlv1.EventQuorumProgress, At: v.At.Time, Quorum: channel.QuorumAfter(q, i+1)},
+					to(hitlv1.EventQuorumProgress))
+			}
+		}
 		if state == hitlv1.StateContinued && q.Status.ContinuedAt != nil {
 			add(Due{Key: "continued", Event: hitlv1.EventContinued, At: q.Status.ContinuedAt.Time}, to(hitlv1.EventContinued))
 		}
@@ -118,6 +132,18 @@ func Plan(q *hitlv1.UserQuestion, policies []*hitlv1.NotificationPolicy, sent Re
 		return order[a.Event] - order[b.Event]
 	})
 	return due, next
+}
+
+// voteKey is the key of the QuorumProgress of vote v: by its reply's UID,
+// which no other vote of any question shares, so that a vote that is
+// withdrawn (a queued deciding reply deleted) and replaced is not taken
+// for the one that replaced it. A vote without a reply UID is keyed by
+// its reply's name, unique within the question.
+func voteKey(v hitlv1.Vote) string {
+	if v.ReplyUID != "" {
+		return "vote-" + string(v.ReplyUID)
+	}
+	return "vote-reply-" + v.Reply
 }
 
 // reminders calls add with each reminder of r for q, due or not: the

@@ -1,11 +1,13 @@
 package notify
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	. "github.com/hitl-dev/hitl/test/builders"
@@ -38,6 +40,20 @@ func settledAt(q *hitlv1.UserQuestion, when time.Time) *hitlv1.UserQuestion {
 	q.Status.State = hitlv1.StateSettled
 	q.Status.Settlement = &hitlv1.Settlement{Reply: "r", At: metav1.NewMicroTime(when)}
 	return q
+}
+
+// governed puts q under a rule of two approvals with votes.
+func governed(q *hitlv1.UserQuestion, votes ...hitlv1.Vote) *hitlv1.UserQuestion {
+	q.Status.Approval = &hitlv1.EffectiveApproval{Approvals: 2}
+	q.Status.Votes = votes
+	q.Status.Tally = q.Status.Approval.Tally(votes)
+	return q
+}
+
+// vote is a vote by user, counted at when, with reply UID "u-<user>".
+func vote(user string, c hitlv1.VoteChoice, when time.Time) hitlv1.Vote {
+	return hitlv1.Vote{Reply: "r-" + user, ReplyUID: types.UID("u-" + user), By: hitlv1.UserInfo{Username: user},
+		Choice: c, At: metav1.NewMicroTime(when)}
 }
 
 type policyOpt func(*hitlv1.NotificationPolicy)
@@ -149,6 +165,50 @@ func TestPlan(t *testing.T) {
 				return q
 			}(),
 			policies: []*hitlv1.NotificationPolicy{policy(on(hitlv1.EventCancelled))}, now: at(time.Hour), want: "cancelled>hook"},
+		{name: "each vote counted on a governed question, once, after the ask",
+			q:        governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)), vote("bob", hitlv1.VoteReject, at(2*time.Second))),
+			policies: []*hitlv1.NotificationPolicy{policy()}, now: at(time.Minute),
+			want: "asked>hook vote-u-alice>hook vote-u-bob>hook"},
+		{name: "a restart sends the votes not recorded, not those that were",
+			q:        governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)), vote("bob", hitlv1.VoteApprove, at(time.Second))),
+			policies: []*hitlv1.NotificationPolicy{policy()}, sent: Record{"hook": {"asked", "vote-u-alice"}}, now: at(time.Minute),
+			want: "vote-u-bob>hook"},
+		{name: "votes while Continued, after the continuation",
+			q:        governed(continued(timed(10*time.Second), at(10*time.Second)), vote("alice", hitlv1.VoteApprove, at(20*time.Second))),
+			policies: []*hitlv1.NotificationPolicy{policy()}, sent: Record{"hook": {"asked"}}, now: at(time.Minute),
+			want: "continued>hook vote-u-alice>hook"},
+		{name: "on without QuorumProgress: no votes; on with it: only votes",
+			q: governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second))),
+			policies: []*hitlv1.NotificationPolicy{
+				policy(on(hitlv1.EventAsked, hitlv1.EventSettled)),
+				func() *hitlv1.NotificationPolicy {
+					p := policy(on(hitlv1.EventQuorumProgress))
+					p.Spec.Channels = []string{"approvers"}
+					return p
+				}(),
+			}, now: at(time.Minute), want: "asked>hook vote-u-alice>approvers"},
+		{name: "votes counted before the policy was created are not news",
+			q:        governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)), vote("bob", hitlv1.VoteApprove, at(time.Minute))),
+			policies: []*hitlv1.NotificationPolicy{policy(created(at(30 * time.Second)))}, sent: Record{"hook": {"asked"}}, now: at(time.Hour),
+			want: "vote-u-bob>hook"},
+		{name: "a queued deciding vote: no progress, the question is not answerable",
+			q: func() *hitlv1.UserQuestion {
+				q := governed(continued(blocking(), at(time.Minute)), vote("alice", hitlv1.VoteApprove, at(2*time.Minute)), vote("bob", hitlv1.VoteApprove, at(3*time.Minute)))
+				q.Status.QueuedReply = &hitlv1.QueuedReply{Name: "r-bob"}
+				return q
+			}(),
+			policies: []*hitlv1.NotificationPolicy{policy()}, sent: Record{"hook": {"asked", "continued"}}, now: at(time.Hour)},
+		{name: "settled by the deciding vote: Settled tells it, not QuorumProgress",
+			q:        settledAt(governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)), vote("bob", hitlv1.VoteApprove, at(2*time.Second))), at(2*time.Second)),
+			policies: []*hitlv1.NotificationPolicy{policy()}, sent: Record{"hook": {"asked"}}, now: at(time.Minute),
+			want: "settled>hook"},
+		{name: "votes on a question without a rule are not planned",
+			q: func() *hitlv1.UserQuestion {
+				q := governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)))
+				q.Status.Approval = nil
+				return q
+			}(),
+			policies: []*hitlv1.NotificationPolicy{policy()}, sent: Record{"hook": {"asked"}}, now: at(time.Minute)},
 		{name: "one channel in two policies hears each event once",
 			q: timed(10 * time.Second), policies: []*hitlv1.NotificationPolicy{policy(percents(50)), policy(percents(50, 90))},
 			now: at(6 * time.Second), want: "asked>hook reminder-50>hook", next: at(9 * time.Second)},
@@ -171,6 +231,24 @@ func TestPlan(t *testing.T) {
 				t.Errorf("due again after recording: %s", keys(again))
 			}
 		})
+	}
+}
+
+// TestPlanQuorumCarriesTheTallyAtEachVote: each vote's notification
+// carries the tally as it stood after that vote, so a resend tells the
+// same.
+func TestPlanQuorumCarriesTheTallyAtEachVote(t *testing.T) {
+	q := governed(blocking(), vote("alice", hitlv1.VoteApprove, at(time.Second)), vote("bob", hitlv1.VoteReject, at(2*time.Second)))
+	due, _ := Plan(q, []*hitlv1.NotificationPolicy{policy(on(hitlv1.EventQuorumProgress))}, Record{}, at(time.Minute))
+	var got []string
+	for _, d := range due {
+		if d.Event != hitlv1.EventQuorumProgress || d.Quorum == nil || !d.At.Equal(d.Quorum.Vote.At) {
+			t.Fatalf("due %+v", d)
+		}
+		got = append(got, d.Quorum.Tally+" "+d.Quorum.Vote.By+" "+string(d.Quorum.Vote.Choice)+" of "+strconv.Itoa(len(d.Quorum.Votes)))
+	}
+	if want := "1/2 alice Approve of 1|1/2 (1 no) bob Reject of 2"; strings.Join(got, "|") != want {
+		t.Errorf("quorum %q, want %q", strings.Join(got, "|"), want)
 	}
 }
 

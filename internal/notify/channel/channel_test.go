@@ -33,6 +33,52 @@ func settled() *hitlv1.UserQuestion {
 	return q
 }
 
+// voted is settled()'s question still Open under a rule of two approvals
+// without veto, alice having approved and bob rejected; its answers are
+// left in place to show that quorum progress does not carry them.
+func voted() *hitlv1.UserQuestion {
+	q := settled()
+	q.Status.State, q.Status.Settlement = hitlv1.StateOpen, nil
+	q.Status.Approval = &hitlv1.EffectiveApproval{Approvals: 2}
+	q.Status.Votes = []hitlv1.Vote{
+		{Reply: "r-alice", ReplyUID: "u-alice", By: hitlv1.UserInfo{Username: "alice"}, Choice: hitlv1.VoteApprove,
+			Sets: []string{"release/sre"}, At: metav1.NewMicroTime(t0.Add(time.Second))},
+		{Reply: "r-bob", ReplyUID: "u-bob", By: hitlv1.UserInfo{Username: "bob"}, Choice: hitlv1.VoteReject, At: metav1.NewMicroTime(t0.Add(2 * time.Second))},
+	}
+	return q
+}
+
+// progress is the QuorumProgress message of voted()'s second vote.
+func progress(inboxURL string) *channel.Message {
+	q := voted()
+	m := channel.NewMessage(q, hitlv1.EventQuorumProgress, "uid-1/vote-u-bob/ops", t0.Add(2*time.Second), inboxURL)
+	m.Quorum = channel.QuorumAfter(q, 2)
+	return m
+}
+
+func TestQuorumAfterTalliesTheVotesSoFar(t *testing.T) {
+	q := voted()
+	first, second := channel.QuorumAfter(q, 1), channel.QuorumAfter(q, 2)
+	if first == nil || first.Tally != "1/2" || first.Approvals != 1 || first.Rejections != 0 || first.Required != 2 ||
+		len(first.Votes) != 1 || first.Vote.By != "alice" || first.Vote.Choice != hitlv1.VoteApprove || first.Vote.Sets[0] != "release/sre" {
+		t.Errorf("after the first vote: %+v", first)
+	}
+	if second == nil || second.Tally != "1/2 (1 no)" || second.Rejections != 1 || len(second.Votes) != 2 ||
+		second.Vote.By != "bob" || second.Vote.Choice != hitlv1.VoteReject || !second.Vote.At.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("after the second vote: %+v", second)
+	}
+	if channel.QuorumAfter(q, 3) != nil || channel.QuorumAfter(q, 0) != nil {
+		t.Error("a quorum after votes that were not counted")
+	}
+	q.Status.Approval = nil
+	if channel.QuorumAfter(q, 1) != nil {
+		t.Error("a quorum without a rule")
+	}
+	if got, want := progress("").Title(), "bob voted Reject on release-bot's question: approvals 1/2 (1 no)"; got != want {
+		t.Errorf("title %q, want %q", got, want)
+	}
+}
+
 func TestMessageCarriesAnswersOnlyWhenSettled(t *testing.T) {
 	q := settled()
 	for _, ev := range hitlv1.NotificationEvents() {
@@ -120,6 +166,34 @@ func TestWebhookSignsAndTheReceiverVerifies(t *testing.T) {
 	err := channel.DefaultRetry.Do(context.Background(), func(ctx context.Context) error { return w.Send(ctx, m) }, nil)
 	if err == nil || channel.Transient(err) || len(r.bad) != 1 || !strings.Contains(r.bad[0], "no signature matches") {
 		t.Errorf("a wrong key: err %v, refused %v", err, r.bad)
+	}
+}
+
+func TestWebhookBodyCarriesTheTallyAndTheVotes(t *testing.T) {
+	r := &receiver{key: []byte("s3cret")}
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	m := progress("https://inbox")
+	body, _ := json.Marshal(m)
+	if strings.Contains(string(body), "ship") || strings.Contains(string(body), `"settlement"`) {
+		t.Errorf("quorum progress carries an answer: %s", body)
+	}
+	if err := (&channel.Webhook{URL: srv.URL, Key: r.key}).Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.got) != 1 || len(r.bad) > 0 {
+		t.Fatalf("got %d, refused %v", len(r.got), r.bad)
+	}
+	g := r.got[0]
+	if g.Event != hitlv1.EventQuorumProgress || g.Quorum == nil || g.Quorum.Tally != "1/2 (1 no)" || g.Quorum.Required != 2 ||
+		g.Quorum.Vote.By != "bob" || len(g.Quorum.Votes) != 2 || g.Quorum.Votes[0].By != "alice" || g.Quorum.Votes[0].Choice != hitlv1.VoteApprove {
+		t.Errorf("the receiver read %+v", g.Quorum)
+	}
+	// Every other event leaves quorum out.
+	for _, ev := range hitlv1.NotificationEvents() {
+		if body, _ := json.Marshal(channel.NewMessage(voted(), ev, "id", t0, "")); strings.Contains(string(body), `"quorum"`) {
+			t.Errorf("%s carries a quorum: %s", ev, body)
+		}
 	}
 }
 

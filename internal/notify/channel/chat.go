@@ -45,7 +45,8 @@ func (s *Slack) Send(ctx context.Context, m *Message) error {
 
 // SlackPayload is the incoming-webhook payload of m: a fallback text, and
 // blocks: a header, one section per question with its options, the
-// deadline, the answers of a settled question, and a button that opens the
+// deadline, the answers of a settled question, the tally and the votes of
+// quorum progress, and a button that opens the
 // card in the web inbox.
 func SlackPayload(m *Message, now time.Time) map[string]any {
 	plain := func(s string, n int) map[string]any {
@@ -76,6 +77,14 @@ func SlackPayload(m *Message, now time.Time) map[string]any {
 				b.WriteString("\n")
 			}
 			fmt.Fprintf(&b, "*%s*: %s", slackEscape(a.ID), slackEscape(answerText(a)))
+		}
+		blocks = append(blocks, map[string]any{"type": "section", "text": mrkdwn(b.String())})
+	}
+	if qu := m.Quorum; qu != nil {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*Votes, %s*", slackEscape(qu.Summary()))
+		for _, v := range qu.Votes {
+			fmt.Fprintf(&b, "\n• %s", slackEscape(voteText(v)))
 		}
 		blocks = append(blocks, map[string]any{"type": "section", "text": mrkdwn(b.String())})
 	}
@@ -121,8 +130,8 @@ func (t *Teams) Send(ctx context.Context, m *Message) error {
 
 // TeamsPayload is the workflow webhook payload of m: a message with one
 // Adaptive Card (version 1.4) attached, holding the title, the questions
-// and their options, the deadline, the answers of a settled question, and
-// an Open URL action to the card in the web inbox.
+// and their options, the deadline, the answers of a settled question, the
+// tally and the votes of quorum progress, and an Open URL action to the card in the web inbox.
 func TeamsPayload(m *Message, now time.Time) map[string]any {
 	text := func(s string, extra map[string]any) map[string]any {
 		b := map[string]any{"type": "TextBlock", "text": s, "wrap": true}
@@ -145,6 +154,12 @@ func TeamsPayload(m *Message, now time.Time) map[string]any {
 	if s := m.Settlement; s != nil {
 		for _, a := range s.Answers {
 			facts = append(facts, map[string]any{"title": a.ID, "value": answerText(a)})
+		}
+	}
+	if qu := m.Quorum; qu != nil {
+		facts = append(facts, map[string]any{"title": "Votes", "value": qu.Summary()})
+		for _, v := range qu.Votes {
+			facts = append(facts, map[string]any{"title": v.By, "value": string(v.Choice)})
 		}
 	}
 	facts = append(facts,

@@ -159,3 +159,44 @@ func TestChatErrorsDoNotCarryTheURL(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+func TestChatMessagesShowTheVotes(t *testing.T) {
+	m := progress("https://inbox.example.com")
+	s := &channel.Slack{}
+	slack := posted(t, func(url string, c *http.Client) error {
+		s.URL, s.Client = url, c
+		return s.Send(context.Background(), m)
+	})
+	var sections []string
+	for _, b := range slack["blocks"].([]any) {
+		if b := b.(map[string]any); b["type"] == "section" {
+			sections = append(sections, b["text"].(map[string]any)["text"].(string))
+		}
+	}
+	all := strings.Join(sections, "\n")
+	if !strings.Contains(all, "*Votes, approvals 1/2 (1 no)*\n• alice: Approve\n• bob: Reject") || strings.Contains(all, "ship") {
+		t.Errorf("Slack sections:\n%s", all)
+	}
+	if text := slack["text"].(string); text != "bob voted Reject on release-bot's question: approvals 1/2 (1 no)" {
+		t.Errorf("Slack text %q", text)
+	}
+
+	te := &channel.Teams{}
+	teams := posted(t, func(url string, c *http.Client) error {
+		te.URL, te.Client = url, c
+		return te.Send(context.Background(), m)
+	})
+	card := teams["attachments"].([]any)[0].(map[string]any)["content"].(map[string]any)
+	facts := map[string]string{}
+	for _, e := range card["body"].([]any) {
+		if e := e.(map[string]any); e["type"] == "FactSet" {
+			for _, f := range e["facts"].([]any) {
+				f := f.(map[string]any)
+				facts[f["title"].(string)] = f["value"].(string)
+			}
+		}
+	}
+	if facts["Votes"] != "approvals 1/2 (1 no)" || facts["alice"] != "Approve" || facts["bob"] != "Reject" || facts["notes"] != "" {
+		t.Errorf("Teams facts %v", facts)
+	}
+}

@@ -210,6 +210,13 @@ func plainText(w *bytes.Buffer, m *Message, now time.Time) {
 		}
 		w.WriteString("\n")
 	}
+	if qu := m.Quorum; qu != nil {
+		fmt.Fprintf(w, "Votes, %s:\n", qu.Summary())
+		for _, v := range qu.Votes {
+			fmt.Fprintf(w, "  %s\n", voteText(v))
+		}
+		w.WriteString("\n")
+	}
 	fmt.Fprintf(w, "Question %s/%s, agent %s\n", m.Question.Namespace, m.Question.Name, m.Question.Agent)
 	if when := m.When(now); when != "" {
 		fmt.Fprintf(w, "%s\n", when)
@@ -223,6 +230,9 @@ type htmlView struct {
 	Title, Question, When, Link string
 	Items                       []Item
 	Answers                     []htmlAnswer
+	// Votes is the tally of quorum progress, VoteList its votes.
+	Votes    string
+	VoteList []htmlAnswer
 }
 
 type htmlAnswer struct{ ID, Text string }
@@ -235,6 +245,12 @@ func htmlData(m *Message, now time.Time) htmlView {
 			v.Answers = append(v.Answers, htmlAnswer{a.ID, answerText(a)})
 		}
 	}
+	if qu := m.Quorum; qu != nil {
+		v.Votes = qu.Summary()
+		for _, vote := range qu.Votes {
+			v.VoteList = append(v.VoteList, htmlAnswer{vote.By, string(vote.Choice)})
+		}
+	}
 	return v
 }
 
@@ -245,6 +261,8 @@ var emailHTML = template.Must(template.New("email").Parse(`<!DOCTYPE html>
 {{range .Items}}<p>{{if .Header}}<strong>{{.Header}}</strong><br>{{end}}{{.Question}}</p>
 {{if .Options}}<ul>{{range .Options}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{end}}{{if .Answers}}<table>{{range .Answers}}<tr><th align="left">{{.ID}}</th><td>{{.Text}}</td></tr>{{end}}</table>
+{{end}}{{if .Votes}}<p><strong>Votes, {{.Votes}}</strong></p>
+<table>{{range .VoteList}}<tr><th align="left">{{.ID}}</th><td>{{.Text}}</td></tr>{{end}}</table>
 {{end}}<p style="color: #555">Question {{.Question}}{{if .When}}<br>{{.When}}{{end}}</p>
 {{if .Link}}<p><a href="{{.Link}}">Open in hitl</a></p>
 {{end}}</body></html>

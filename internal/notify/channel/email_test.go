@@ -1,6 +1,7 @@
 package channel_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,9 +12,13 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
+	netmail "net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,4 +217,46 @@ func selfSigned(t *testing.T, dir string) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return pool
+}
+
+// parts are the decoded bodies of an email message, by content type.
+func parts(t *testing.T, raw []byte) map[string]string {
+	t.Helper()
+	msg, err := netmail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	mr := multipart.NewReader(msg.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart() // decodes quoted-printable
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p)
+		out[strings.SplitN(p.Header.Get("Content-Type"), ";", 2)[0]] = strings.ReplaceAll(string(b), "\r\n", "\n")
+	}
+}
+
+func TestEmailShowsTheVotes(t *testing.T) {
+	raw, err := channel.EmailMessage(progress("https://inbox.example.com"), "hitl@example.com", []string{"oncall@example.com"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parts(t, raw)
+	if text := p["text/plain"]; !strings.Contains(text, "Votes, approvals 1/2 (1 no):\n  alice: Approve\n  bob: Reject\n") || strings.Contains(text, "ship") {
+		t.Errorf("text:\n%s", text)
+	}
+	html := p["text/html"]
+	if !strings.Contains(html, "Votes, approvals 1/2 (1 no)") || !strings.Contains(html, `<th align="left">alice</th><td>Approve</td>`) ||
+		!strings.Contains(html, `<th align="left">bob</th><td>Reject</td>`) || strings.Contains(html, "ship") {
+		t.Errorf("HTML:\n%s", html)
+	}
 }

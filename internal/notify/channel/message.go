@@ -2,8 +2,9 @@
 // JSON webhook, a Slack Block Kit message, a Microsoft Teams Adaptive Card
 // and an email. Every sender takes the same Message, built from a question
 // by NewMessage, which decides what a notification may carry: the
-// question, never a secret, and the answers only when the question is
-// settled. Delivery (Retry) retries what a sender reports as transient,
+// question, never a secret, the answers only when the question is
+// settled, and the votes (who, and Approve or Reject) only as quorum
+// progress. Delivery (Retry) retries what a sender reports as transient,
 // with backoff, a bounded number of times.
 package channel
 
@@ -33,8 +34,8 @@ type Message struct {
 	// attempt and every resend of one event of one question to one
 	// channel, so a receiver that has seen it may drop it.
 	ID string `json:"id"`
-	// Event is what happened: Asked, Reminder, Continued, Settled,
-	// Cancelled, Escalated (or Test).
+	// Event is what happened: Asked, Reminder, QuorumProgress, Continued,
+	// Settled, Cancelled, Escalated (or Test).
 	Event hitlv1.NotificationEvent `json:"event"`
 	// Time is when the event happened (for a reminder or an escalation,
 	// when it was due).
@@ -43,6 +44,9 @@ type Message struct {
 	Reminder *Reminder `json:"reminder,omitempty"`
 	// Escalation says which tier an Escalated event is.
 	Escalation *Escalation `json:"escalation,omitempty"`
+	// Quorum is, on a QuorumProgress event only, the vote it announces
+	// and the tally after it.
+	Quorum *Quorum `json:"quorum,omitempty"`
 	// Question is the question the event is about.
 	Question Question `json:"question"`
 	// Link opens the question's card in the web inbox:
@@ -67,6 +71,60 @@ type Escalation struct {
 	// After is the tier's delay, as a Go duration ("30m0s").
 	After string `json:"after"`
 }
+
+// Quorum is where a governed question's votes stand after one vote:
+// what QuorumProgress tells. It names the voters and their choices, never
+// what they answered.
+type Quorum struct {
+	// Tally is status.tally as it was after the vote: "<approving
+	// identities>/<approvals required>", with " (<n> no)" when some
+	// rejected.
+	Tally string `json:"tally"`
+	// Approvals and Rejections count the approving and rejecting votes so
+	// far; Required is how many approvals the rule needs.
+	Approvals  int   `json:"approvals"`
+	Rejections int   `json:"rejections"`
+	Required   int32 `json:"required"`
+	// Vote is the vote announced, the last of Votes.
+	Vote Vote `json:"vote"`
+	// Votes are the votes counted so far, in the order they were counted.
+	Votes []Vote `json:"votes"`
+}
+
+// Vote is one vote of a governed question.
+type Vote struct {
+	// By is the voter's username.
+	By string `json:"by"`
+	// Choice is Approve or Reject.
+	Choice hitlv1.VoteChoice `json:"choice"`
+	// Sets are the rule's approver sets the voter counted toward.
+	Sets []string `json:"sets,omitempty"`
+	// At is when the vote was counted.
+	At time.Time `json:"at"`
+}
+
+// QuorumAfter is what a QuorumProgress notification tells of the first n
+// votes of q (status.votes[:n]): the tally they make under q's rule, the
+// n-th vote and those before it. It is the one place a notification takes
+// votes from; nil when q is not governed or has fewer than n votes.
+func QuorumAfter(q *hitlv1.UserQuestion, n int) *Quorum {
+	rule := q.Status.Approval
+	if rule == nil || n < 1 || n > len(q.Status.Votes) {
+		return nil
+	}
+	votes := q.Status.Votes[:n]
+	c := rule.Count(votes)
+	out := &Quorum{Tally: rule.Tally(votes), Approvals: c.Approvals, Rejections: c.Rejections, Required: rule.Approvals}
+	for _, v := range votes {
+		out.Votes = append(out.Votes, Vote{By: v.By.Username, Choice: v.Choice, Sets: v.Sets, At: v.At.UTC()})
+	}
+	out.Vote = out.Votes[n-1]
+	return out
+}
+
+// Summary is the tally for people: "approvals 1/2", "approvals 0/2 (1
+// no)".
+func (q *Quorum) Summary() string { return "approvals " + q.Tally }
 
 // Question is what a notification tells of a question.
 type Question struct {
@@ -127,8 +185,10 @@ func Link(inboxURL, namespace, name string) string {
 // NewMessage makes the notification of event about q, with the
 // deduplication key id, the event's time at and the deep link into the
 // inbox at inboxURL. What a notification carries is decided here: the
-// answers enter only a Settled event (settlementOf); no other field of q
-// that a person wrote after the ask (a queued reply, votes) enters any.
+// answers enter only a Settled event (settlementOf); who voted what enters
+// only a QuorumProgress event, through the Quorum its caller sets
+// (QuorumAfter); no other field of q that a person wrote after the ask (a
+// queued reply) enters any.
 func NewMessage(q *hitlv1.UserQuestion, event hitlv1.NotificationEvent, id string, at time.Time, inboxURL string) *Message {
 	m := &Message{
 		Version: SchemaVersion,
@@ -191,6 +251,11 @@ func (m *Message) Title() string {
 		return agent + " asks a question"
 	case hitlv1.EventReminder:
 		return "Reminder: " + agent + " is waiting for an answer"
+	case hitlv1.EventQuorumProgress:
+		if qu := m.Quorum; qu != nil {
+			return fmt.Sprintf("%s voted %s on %s's question: %s", qu.Vote.By, qu.Vote.Choice, agent, qu.Summary())
+		}
+		return "A vote was counted on " + agent + "'s question"
 	case hitlv1.EventContinued:
 		return agent + " went on without an answer; the question stays open"
 	case hitlv1.EventSettled:
@@ -242,6 +307,9 @@ func answerText(a Answer) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// voteText is a vote for people: "alice: Approve".
+func voteText(v Vote) string { return v.By + ": " + string(v.Choice) }
 
 // truncate shortens s to at most n runes, with an ellipsis.
 func truncate(s string, n int) string {
