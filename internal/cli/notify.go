@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+	"github.com/hitl-dev/hitl/internal/notify"
 	"github.com/hitl-dev/hitl/internal/notify/channel"
 )
 
@@ -144,105 +143,34 @@ func testMessage(ch *hitlv1.NotificationChannel, sender string, now time.Time) *
 	}
 }
 
-// channelProblem is what keeps a channel from sending, as hitl-notify's
-// Ready condition names it (SecretNotFound, SecretKeyMissing,
-// SecretForbidden, BadURL) and a message that says what to fix.
-type channelProblem struct {
-	reason, message string
-}
-
-func (e *channelProblem) Error() string { return e.reason + ": " + e.message }
-
-// sender builds the sender of ch from its Secrets, read as the caller, and
-// says where it sends, without a secret (a chat webhook's URL is one).
+// sender builds the sender of ch with hitl-notify's resolver, its Secrets
+// read as the caller, and says where it sends, without a secret (a chat
+// webhook's URL is one). What keeps the channel from sending reads as the
+// notifier's Ready condition names it: "SecretNotFound: Secret ...".
 func (o *notifyTestOptions) sender(ctx context.Context, ch *hitlv1.NotificationChannel) (channel.Sender, string, error) {
-	client := channel.NewHTTPClient(o.timeout)
+	r := &notify.Resolver{Reader: o.client, HTTPClient: channel.NewHTTPClient(o.timeout), EmailTimeout: o.timeout,
+		Forbidden: func(name, field, namespace string) string {
+			return fmt.Sprintf("you may not read Secret %s (%s) in namespace %s: notify test reads the channel's Secrets as you and needs get on secrets there",
+				name, field, namespace)
+		}}
+	sender, err := r.Sender(ctx, ch)
+	if nr := (*notify.NotReady)(nil); errors.As(err, &nr) {
+		return nil, "", fmt.Errorf("%s: %s", nr.Reason, nr.Message)
+	} else if err != nil {
+		return nil, "", err
+	}
 	s := &ch.Spec
-	switch s.Type() {
-	case hitlv1.ChannelWebhook:
-		key, err := o.secretValue(ctx, ch, "spec.webhook.secretRef", s.Webhook.SecretRef, hitlv1.DefaultWebhookSecretKey)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := checkChannelURL(s.Webhook.URL, false); err != nil {
-			return nil, "", &channelProblem{hitlv1.ReasonBadURL, "spec.webhook.url " + err.Error()}
-		}
-		return &channel.Webhook{URL: s.Webhook.URL, Key: key, Client: client}, "a signed webhook POST to " + s.Webhook.URL, nil
-	case hitlv1.ChannelSlack, hitlv1.ChannelTeams:
-		field, ref, kind := "spec.slack.webhookSecretRef", s.Slack, "the Slack incoming webhook"
-		if s.Teams != nil {
-			field, ref, kind = "spec.teams.webhookSecretRef", s.Teams, "the Teams workflow webhook"
-		}
-		u, err := o.secretValue(ctx, ch, field, ref.WebhookSecretRef, hitlv1.DefaultURLSecretKey)
-		if err != nil {
-			return nil, "", err
-		}
-		key := ref.WebhookSecretRef.KeyOr(hitlv1.DefaultURLSecretKey)
-		if err := checkChannelURL(string(u), true); err != nil {
-			// Never the URL itself: it is the secret.
-			return nil, "", &channelProblem{hitlv1.ReasonBadURL, fmt.Sprintf("the webhook URL in Secret %s, key %s (%s), %s",
-				ref.WebhookSecretRef.Name, key, field, err)}
-		}
-		dest := fmt.Sprintf("%s in Secret %s, key %s", kind, ref.WebhookSecretRef.Name, key)
-		if s.Slack != nil {
-			return &channel.Slack{URL: string(u), Client: client}, dest, nil
-		}
-		return &channel.Teams{URL: string(u), Client: client}, dest, nil
-	case hitlv1.ChannelEmail:
-		e := s.Email
-		out := &channel.Email{Address: e.Address, From: e.From, To: e.To, StartTLS: e.StartTLS != hitlv1.StartTLSDisabled, Timeout: o.timeout}
-		dest := fmt.Sprintf("an email to %s through %s", strings.Join(e.To, ", "), e.Address)
-		if ref := e.AuthSecretRef; ref != nil {
-			field := "spec.email.authSecretRef"
-			user, err := o.secretValue(ctx, ch, field, hitlv1.SecretKeyReference{Name: ref.Name}, hitlv1.EmailUsernameKey)
-			if err != nil {
-				return nil, "", err
-			}
-			pass, err := o.secretValue(ctx, ch, field, hitlv1.SecretKeyReference{Name: ref.Name}, hitlv1.EmailPasswordKey)
-			if err != nil {
-				return nil, "", err
-			}
-			out.Username, out.Password = string(user), string(pass)
-			dest += " as " + out.Username
-		}
-		return out, dest, nil
-	}
-	return nil, "", &channelProblem{"NoChannel", "the spec sets none of webhook, slack, teams and email"}
-}
-
-// secretValue reads the value of ref (its key, or def) in ch's namespace,
-// as the caller.
-func (o *notifyTestOptions) secretValue(ctx context.Context, ch *hitlv1.NotificationChannel, field string, ref hitlv1.SecretKeyReference, def string) ([]byte, error) {
-	sec := &corev1.Secret{}
-	err := o.client.Get(ctx, types.NamespacedName{Namespace: ch.Namespace, Name: ref.Name}, sec)
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, &channelProblem{hitlv1.ReasonSecretNotFound, fmt.Sprintf("Secret %s (%s) does not exist in namespace %s", ref.Name, field, ch.Namespace)}
-	case apierrors.IsForbidden(err):
-		return nil, &channelProblem{hitlv1.ReasonSecretForbidden, fmt.Sprintf(
-			"you may not read Secret %s (%s) in namespace %s: notify test reads the channel's Secrets as you and needs get on secrets there",
-			ref.Name, field, ch.Namespace)}
-	case err != nil:
-		return nil, fmt.Errorf("reading Secret %s (%s): %w", ref.Name, field, err)
+	case s.Webhook != nil:
+		return sender, "a signed webhook POST to " + s.Webhook.URL, nil
+	case s.Slack != nil:
+		return sender, fmt.Sprintf("the Slack incoming webhook in Secret %s, key %s", s.Slack.WebhookSecretRef.Name, s.Slack.WebhookSecretRef.KeyOr(hitlv1.DefaultURLSecretKey)), nil
+	case s.Teams != nil:
+		return sender, fmt.Sprintf("the Teams workflow webhook in Secret %s, key %s", s.Teams.WebhookSecretRef.Name, s.Teams.WebhookSecretRef.KeyOr(hitlv1.DefaultURLSecretKey)), nil
 	}
-	key := ref.KeyOr(def)
-	if v := sec.Data[key]; len(v) > 0 {
-		return v, nil
+	dest := fmt.Sprintf("an email to %s through %s", strings.Join(s.Email.To, ", "), s.Email.Address)
+	if e, ok := sender.(*channel.Email); ok && e.Username != "" {
+		dest += " as " + e.Username
 	}
-	return nil, &channelProblem{hitlv1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %s (%s) has no key %s, or it is empty", ref.Name, field, key)}
-}
-
-// checkChannelURL checks that s is an absolute http(s) URL with a host;
-// https only when httpsOnly (a chat webhook's URL).
-func checkChannelURL(s string, httpsOnly bool) error {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil || !u.IsAbs() || u.Host == "":
-		return errors.New("is not an absolute URL")
-	case httpsOnly && u.Scheme != "https":
-		return errors.New("is not an https URL")
-	case u.Scheme != "https" && u.Scheme != "http":
-		return errors.New("is not an http or https URL")
-	}
-	return nil
+	return sender, dest, nil
 }

@@ -72,7 +72,7 @@ type Notifier struct {
 	opts     Options
 	client   client.Client
 	watcher  client.WithWatch
-	resolver *resolver
+	resolver *Resolver
 	events   recorder.EventRecorder
 	log      logr.Logger
 
@@ -132,7 +132,7 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 	}
 	n := &Notifier{
 		opts: o, client: mgr.GetClient(), watcher: watcher,
-		resolver: &resolver{reader: mgr.GetAPIReader(), httpClient: o.HTTPClient, emailTLS: o.EmailTLS},
+		resolver: &Resolver{Reader: mgr.GetAPIReader(), HTTPClient: o.HTTPClient, EmailTLS: o.EmailTLS},
 		events:   mgr.GetEventRecorder("hitl-notify"),
 		log:      mgr.GetLogger().WithName("notify"),
 		started:  make(chan struct{}),
@@ -212,8 +212,8 @@ func (n *Notifier) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	byName := map[string]*hitlv1.NotificationChannel{}
 	for i := range channels.Items {
 		ch := &channels.Items[i]
-		s, err := n.resolver.sender(ctx, ch)
-		if _, ok := err.(*notReady); err != nil && !ok {
+		s, err := n.resolver.Sender(ctx, ch)
+		if _, ok := err.(*NotReady); err != nil && !ok {
 			return reconcile.Result{}, err
 		}
 		states[ch.Name], byName[ch.Name] = err, ch

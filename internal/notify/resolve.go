@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,24 +21,32 @@ import (
 // read the Secrets of a namespace, bound there with a RoleBinding.
 const SecretsRole = "hitl-notify-secrets"
 
-// notReady is why a channel cannot send: a condition reason and message.
-type notReady struct {
-	reason, message string
+// NotReady is why a channel cannot send: the reason of its Ready
+// condition (SecretNotFound, SecretKeyMissing, SecretForbidden, BadURL)
+// and a message that says what to fix.
+type NotReady struct {
+	Reason, Message string
 }
 
-func (e *notReady) Error() string { return e.message }
+func (e *NotReady) Error() string { return e.Message }
 
-// resolver builds a channel's sender, reading its Secrets.
-type resolver struct {
-	reader     client.Reader
-	httpClient *http.Client
-	emailTLS   *tls.Config
+// Resolver builds a channel's sender, reading its Secrets with Reader:
+// hitl-notify's, and `kubectl hitl notify test`'s as the caller.
+type Resolver struct {
+	Reader       client.Reader
+	HTTPClient   *http.Client
+	EmailTLS     *tls.Config
+	EmailTimeout time.Duration
+	// Forbidden is the message of a Secret Reader may not read (name, the
+	// channel's field that refers to it, the namespace); nil: the
+	// notifier's, which names the ClusterRole to bind.
+	Forbidden func(name, field, namespace string) string
 }
 
-// sender returns the sender of ch, or a *notReady that says what to fix
+// Sender returns the sender of ch, or a *NotReady that says what to fix
 // (the Secret missing, its key missing or unreadable, a bad URL), or
 // another error when the API server could not be asked.
-func (r *resolver) sender(ctx context.Context, ch *hitlv1.NotificationChannel) (channel.Sender, error) {
+func (r *Resolver) Sender(ctx context.Context, ch *hitlv1.NotificationChannel) (channel.Sender, error) {
 	s := &ch.Spec
 	switch s.Type() {
 	case hitlv1.ChannelWebhook:
@@ -46,9 +55,9 @@ func (r *resolver) sender(ctx context.Context, ch *hitlv1.NotificationChannel) (
 			return nil, err
 		}
 		if err := checkURL(s.Webhook.URL, false); err != nil {
-			return nil, &notReady{hitlv1.ReasonBadURL, "spec.webhook.url " + err.Error()}
+			return nil, &NotReady{hitlv1.ReasonBadURL, "spec.webhook.url " + err.Error()}
 		}
-		return &channel.Webhook{URL: s.Webhook.URL, Key: key, Client: r.httpClient}, nil
+		return &channel.Webhook{URL: s.Webhook.URL, Key: key, Client: r.HTTPClient}, nil
 	case hitlv1.ChannelSlack, hitlv1.ChannelTeams:
 		field, ref := "spec.slack.webhookSecretRef", &s.Slack
 		if s.Teams != nil {
@@ -60,16 +69,16 @@ func (r *resolver) sender(ctx context.Context, ch *hitlv1.NotificationChannel) (
 		}
 		if err := checkURL(string(u), true); err != nil {
 			// Never the URL itself: it is the secret.
-			return nil, &notReady{hitlv1.ReasonBadURL, fmt.Sprintf("the webhook URL in Secret %s, key %s (%s), %s",
+			return nil, &NotReady{hitlv1.ReasonBadURL, fmt.Sprintf("the webhook URL in Secret %s, key %s (%s), %s",
 				(*ref).WebhookSecretRef.Name, (*ref).WebhookSecretRef.KeyOr(hitlv1.DefaultURLSecretKey), field, err)}
 		}
 		if s.Slack != nil {
-			return &channel.Slack{URL: string(u), Client: r.httpClient}, nil
+			return &channel.Slack{URL: string(u), Client: r.HTTPClient}, nil
 		}
-		return &channel.Teams{URL: string(u), Client: r.httpClient}, nil
+		return &channel.Teams{URL: string(u), Client: r.HTTPClient}, nil
 	case hitlv1.ChannelEmail:
 		e := s.Email
-		out := &channel.Email{Address: e.Address, From: e.From, To: e.To, StartTLS: e.StartTLS != hitlv1.StartTLSDisabled, TLSConfig: r.emailTLS}
+		out := &channel.Email{Address: e.Address, From: e.From, To: e.To, StartTLS: e.StartTLS != hitlv1.StartTLSDisabled, TLSConfig: r.EmailTLS, Timeout: r.EmailTimeout}
 		if ref := e.AuthSecretRef; ref != nil {
 			user, err := r.secret(ctx, ch, "spec.email.authSecretRef", &hitlv1.SecretKeyReference{Name: ref.Name}, hitlv1.EmailUsernameKey)
 			if err != nil {
@@ -83,19 +92,23 @@ func (r *resolver) sender(ctx context.Context, ch *hitlv1.NotificationChannel) (
 		}
 		return out, nil
 	}
-	return nil, &notReady{"NoChannel", "the spec sets none of webhook, slack, teams and email"}
+	return nil, &NotReady{"NoChannel", "the spec sets none of webhook, slack, teams and email"}
 }
 
 // secret reads the value of ref (its key, or def) in ch's namespace.
-func (r *resolver) secret(ctx context.Context, ch *hitlv1.NotificationChannel, field string, ref *hitlv1.SecretKeyReference, def string) ([]byte, error) {
+func (r *Resolver) secret(ctx context.Context, ch *hitlv1.NotificationChannel, field string, ref *hitlv1.SecretKeyReference, def string) ([]byte, error) {
 	sec := &corev1.Secret{}
-	err := r.reader.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ref.Name}, sec)
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ref.Name}, sec)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, &notReady{hitlv1.ReasonSecretNotFound, fmt.Sprintf("Secret %s (%s) does not exist in namespace %s", ref.Name, field, ch.Namespace)}
+		return nil, &NotReady{hitlv1.ReasonSecretNotFound, fmt.Sprintf("Secret %s (%s) does not exist in namespace %s", ref.Name, field, ch.Namespace)}
 	case apierrors.IsForbidden(err):
-		return nil, &notReady{hitlv1.ReasonSecretForbidden, fmt.Sprintf("hitl-notify may not read Secret %s (%s) in namespace %s: bind the ClusterRole %s there with a RoleBinding",
-			ref.Name, field, ch.Namespace, SecretsRole)}
+		message := fmt.Sprintf("hitl-notify may not read Secret %s (%s) in namespace %s: bind the ClusterRole %s there with a RoleBinding",
+			ref.Name, field, ch.Namespace, SecretsRole)
+		if r.Forbidden != nil {
+			message = r.Forbidden(ref.Name, field, ch.Namespace)
+		}
+		return nil, &NotReady{hitlv1.ReasonSecretForbidden, message}
 	case err != nil:
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", ch.Namespace, ref.Name, err)
 	}
@@ -103,7 +116,7 @@ func (r *resolver) secret(ctx context.Context, ch *hitlv1.NotificationChannel, f
 	if v := sec.Data[key]; len(v) > 0 {
 		return v, nil
 	}
-	return nil, &notReady{hitlv1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %s (%s) has no key %s, or it is empty", ref.Name, field, key)}
+	return nil, &NotReady{hitlv1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %s (%s) has no key %s, or it is empty", ref.Name, field, key)}
 }
 
 // checkURL checks that s is an absolute http(s) URL with a host; https
@@ -122,14 +135,14 @@ func checkURL(s string, httpsOnly bool) error {
 }
 
 // readyCondition is the Ready condition of an object of generation gen
-// that err (nil, a *notReady) describes.
+// that err (nil, a *NotReady) describes.
 func readyCondition(gen int64, err error) metav1.Condition {
 	c := metav1.Condition{Type: hitlv1.ConditionReady, Status: metav1.ConditionTrue, Reason: hitlv1.ReasonReady,
 		Message: "Notifications can be sent", ObservedGeneration: gen}
 	if err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Error", err.Error()
-		if nr, ok := err.(*notReady); ok {
-			c.Reason = nr.reason
+		if nr, ok := err.(*NotReady); ok {
+			c.Reason = nr.Reason
 		}
 	}
 	return c
@@ -146,12 +159,12 @@ func policyReady(p *hitlv1.NotificationPolicy, channels map[string]error) error 
 	for _, name := range names {
 		err, found := channels[name]
 		if !found {
-			return &notReady{hitlv1.ReasonChannelNotFound, fmt.Sprintf("NotificationChannel %s does not exist in namespace %s", name, p.Namespace)}
+			return &NotReady{hitlv1.ReasonChannelNotFound, fmt.Sprintf("NotificationChannel %s does not exist in namespace %s", name, p.Namespace)}
 		}
 		if err != nil {
-			nr := &notReady{"ChannelNotReady", fmt.Sprintf("NotificationChannel %s: %v", name, err)}
-			if r, ok := err.(*notReady); ok {
-				nr.reason = r.reason
+			nr := &NotReady{"ChannelNotReady", fmt.Sprintf("NotificationChannel %s: %v", name, err)}
+			if r, ok := err.(*NotReady); ok {
+				nr.Reason = r.Reason
 			}
 			return nr
 		}
