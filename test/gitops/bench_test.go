@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,34 +129,17 @@ func verdict(met bool) string {
 
 // requestFetch asks source-controller to fetch the tenant's repository
 // now, as Flux's notification-controller does when a Receiver gets the
-// Git server's push webhook (annotation reconcile.fluxcd.io/requestedAt).
+// Git server's push webhook.
 func (k *tenant) requestFetch(ctx context.Context, t *testing.T) {
 	t.Helper()
-	repo := &metav1.PartialObjectMetadata{}
-	repo.SetGroupVersionKind(gitRepositoryGVK)
-	repo.SetNamespace(k.ns)
-	repo.SetName(answers)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano))
-	if err := k.w.admin.Patch(ctx, repo, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		t.Fatal(err)
-	}
+	requestReconcile(ctx, t, k.w.admin, gitRepositoryGVK, k.ns, answers)
 }
 
 // waitApplied waits until the tenant's Kustomization is Ready at commit
 // sha.
 func waitApplied(ctx context.Context, t *testing.T, k *tenant, sha string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got, err := k.applied(ctx)()
-		if err == nil && got == revision(sha) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Kustomization is not Ready at %s within a minute: %q, %v", sha, got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(k.applied(ctx), time.Minute, 50*time.Millisecond).Should(Equal(revision(sha)), "the Kustomization is Ready at the commit")
 }
 
 // agentsWatch records when one watch of the agents' namespace first saw

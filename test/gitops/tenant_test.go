@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,13 +133,8 @@ func (k *tenant) kustomization(ctx context.Context) (*unstructured.Unstructured,
 func (k *tenant) reconcile(ctx context.Context, t *testing.T) *unstructured.Unstructured {
 	t.Helper()
 	g := NewWithT(t)
-	requested := time.Now().Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, requested)
-	ks := &unstructured.Unstructured{}
-	ks.SetGroupVersionKind(kustomizationGVK)
-	ks.SetNamespace(k.ns)
-	ks.SetName(answers)
-	g.Expect(k.w.admin.Patch(ctx, ks, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
+	requested := requestReconcile(ctx, t, k.w.admin, kustomizationGVK, k.ns, answers)
+	var ks *unstructured.Unstructured
 	g.Eventually(func() (string, error) {
 		u, err := k.kustomization(ctx)
 		if err != nil {
@@ -149,6 +145,23 @@ func (k *tenant) reconcile(ctx context.Context, t *testing.T) *unstructured.Unst
 		return handled, nil
 	}, time.Minute, 50*time.Millisecond).Should(Equal(requested), "kustomize-controller handles the reconcile request")
 	return ks
+}
+
+// requestReconcile asks a Flux controller to reconcile an object now, as
+// `flux reconcile` and a Receiver do (annotation
+// reconcile.fluxcd.io/requestedAt), and returns the request's value.
+func requestReconcile(ctx context.Context, t *testing.T, c client.Client, gvk schema.GroupVersionKind, ns, name string) string {
+	t.Helper()
+	requested := time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, requested)
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetNamespace(ns)
+	obj.SetName(name)
+	if err := c.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	return requested
 }
 
 // suspend sets the Kustomization's spec.suspend, as `flux suspend` and
