@@ -49,13 +49,17 @@ const (
 	// CodeBadNotification: a NotificationPolicy or NotificationChannel
 	// that breaks its rules.
 	CodeBadNotification ErrorCode = "BAD_NOTIFICATION"
+	// CodeBadInput: a question's input rule (spec.questions[].input) or
+	// sensitive flag that breaks its rules, or a sensitive ask without a
+	// sealing key.
+	CodeBadInput ErrorCode = "BAD_INPUT"
 )
 
 // ErrorCodes are the codes above, in the specification's order.
 func ErrorCodes() []ErrorCode {
 	return []ErrorCode{CodeEmptyQuestions, CodeBadIntent, CodeBadTimeout, CodeDelegatedCaller, CodeAgentMismatch,
 		CodeBadAnswer, CodeReplyQueued, CodeNotAnswerable, CodeForbidden, CodeAskAborted, CodeNotOwner, CodeSelfApproval,
-		CodePolicyWeakened, CodeDuplicateVote, CodeQuestionChanged, CodeBadNotification}
+		CodePolicyWeakened, CodeDuplicateVote, CodeQuestionChanged, CodeBadNotification, CodeBadInput}
 }
 
 // Known reports whether c is one of the specification's codes.

@@ -30,6 +30,8 @@ const (
 )
 
 // AnswerItem is the answer to one question of the ask.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.sealed) || ((!has(self.selected) || size(self.selected) == 0) && (!has(self.custom) || size(self.custom) == 0))",messageExpression="'BAD_ANSWER: question ' + self.id + ': a sealed answer takes no selected and no custom'"
 type AnswerItem struct {
 	// id is the id of the answered question.
 	// +required
@@ -50,10 +52,18 @@ type AnswerItem struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=8192
 	Custom string `json:"custom,omitempty"`
+
+	// sealed is the answer to a sensitive question, sealed to the
+	// question's spec.sealingKey (see package pkg/sealed): only the asking
+	// agent can open it. It replaces custom and selected, which stay empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=11264
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // Skipped reports whether the item marks its question as skipped.
-func (a AnswerItem) Skipped() bool { return len(a.Selected) == 0 && a.Custom == "" }
+func (a AnswerItem) Skipped() bool { return len(a.Selected) == 0 && a.Custom == "" && a.Sealed == "" }
 
 // QuestionReference names a question in the reply's namespace.
 type QuestionReference struct {
@@ -85,7 +95,7 @@ type QuestionReference struct {
 // QuestionReplySpec is a person's answer batch. It is immutable.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.answers) && size(self.answers) > 0",message="BAD_ANSWER: spec.answers must hold one item per question of the ask",fieldPath=".answers"
-// +kubebuilder:validation:XValidation:rule="!has(self.answers) || self.answers.exists(a, (has(a.selected) && size(a.selected) > 0) || (has(a.custom) && size(a.custom) > 0))",message="BAD_ANSWER: a batch may skip some questions, not all of them",fieldPath=".answers"
+// +kubebuilder:validation:XValidation:rule="!has(self.answers) || self.answers.exists(a, (has(a.selected) && size(a.selected) > 0) || (has(a.custom) && size(a.custom) > 0) || has(a.sealed))",message="BAD_ANSWER: a batch may skip some questions, not all of them",fieldPath=".answers"
 type QuestionReplySpec struct {
 	// questionRef names the question answered, in the same namespace.
 	// +required

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Origin says who inside the agent asks.
@@ -60,6 +61,95 @@ type QuestionOption struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1000
 	Description string `json:"description,omitempty"`
+
+	// value is what the option stands for, when it is not its label (an
+	// MCP elicitation enum's const, say): answers still select labels, and
+	// readers map them to values (Question.ValuesOf). Empty, the label is
+	// the value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	Value string `json:"value,omitempty"`
+}
+
+// InputType is the type of a free-text answer. Values are always stored
+// as the text given; the type says which texts are valid and how readers
+// parse them (AnswerItem.Int, .Float, .Bool, .Time).
+// +kubebuilder:validation:Enum=string;number;integer;boolean;date;dateTime;email;uri
+type InputType string
+
+const (
+	// InputString is any text (the default of a question without input).
+	InputString InputType = "string"
+	// InputNumber is a decimal number in JSON's syntax ("-1.5", "2e3").
+	InputNumber InputType = "number"
+	// InputInteger is a whole number in decimal digits ("42", "-7").
+	InputInteger InputType = "integer"
+	// InputBoolean is "true" or "false".
+	InputBoolean InputType = "boolean"
+	// InputDate is an RFC 3339 full date ("2026-12-24").
+	InputDate InputType = "date"
+	// InputDateTime is an RFC 3339 date and time with an offset
+	// ("2026-12-24T18:00:00+01:00").
+	InputDateTime InputType = "dateTime"
+	// InputEmail is one email address ("ops@example.com"), no display name.
+	InputEmail InputType = "email"
+	// InputURI is an absolute URI ("https://tickets.example.com/T-1").
+	InputURI InputType = "uri"
+)
+
+// AnswerInput describes the free-text answer a question expects, as an MCP
+// elicitation primitive schema does. A value that does not fit is refused
+// with BAD_ANSWER naming the question id and the rule.
+//
+// +kubebuilder:validation:XValidation:rule="(!has(self.minimum) && !has(self.maximum)) || self.type == 'number' || self.type == 'integer'",message="BAD_INPUT: minimum and maximum apply to a number or integer input"
+// +kubebuilder:validation:XValidation:rule="(!has(self.minLength) && !has(self.maxLength)) || self.type == 'string' || self.type == 'email' || self.type == 'uri'",message="BAD_INPUT: minLength and maxLength apply to a string, email or uri input"
+// +kubebuilder:validation:XValidation:rule="!has(self.pattern) || self.type == 'string'",message="BAD_INPUT: pattern applies to a string input"
+// +kubebuilder:validation:XValidation:rule="!has(self.minLength) || !has(self.maxLength) || self.minLength <= self.maxLength",message="BAD_INPUT: minLength is above maxLength"
+type AnswerInput struct {
+	// type is the answer's type: string, number, integer, boolean, date,
+	// dateTime, email or uri.
+	// +required
+	Type InputType `json:"type"`
+
+	// minimum is the smallest number or integer accepted (inclusive): an
+	// integer, or a decimal written as a string ("0.5").
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int || self.matches('^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$')",message="BAD_INPUT: minimum must be a number"
+	Minimum *intstr.IntOrString `json:"minimum,omitempty"`
+
+	// maximum is the largest number or integer accepted (inclusive): an
+	// integer, or a decimal written as a string ("99.5").
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int || self.matches('^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$')",message="BAD_INPUT: maximum must be a number"
+	Maximum *intstr.IntOrString `json:"maximum,omitempty"`
+
+	// minLength is the fewest characters (Unicode code points) accepted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8192
+	MinLength *int32 `json:"minLength,omitempty"`
+
+	// maxLength is the most characters (Unicode code points) accepted.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8192
+	MaxLength *int32 `json:"maxLength,omitempty"`
+
+	// pattern is a regular expression (RE2 syntax, as Go's regexp) a string
+	// answer must match somewhere, as JSON Schema's pattern; anchor it with
+	// ^ and $ to match the whole answer.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="''.matches(self) in [true, false]",message="BAD_INPUT: pattern is not a regular expression"
+	Pattern string `json:"pattern,omitempty"`
+
+	// required forbids skipping the question: a batch that skips it is
+	// refused with BAD_ANSWER.
+	// +optional
+	Required bool `json:"required,omitempty"`
 }
 
 // PlanReviewIntent marks a question as the review of a plan.
@@ -170,6 +260,8 @@ type QuestionIntent struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.intent) || self.intent.type != 'Approval' || (has(self.intent.approval) && !has(self.intent.planReview))",messageExpression="'BAD_INTENT: question ' + self.id + ': an Approval intent takes intent.approval and no intent.planReview'"
 // +kubebuilder:validation:XValidation:rule="!has(self.intent) || !has(self.intent.approval) || !has(self.multiSelect) || !self.multiSelect",messageExpression="'BAD_INTENT: question ' + self.id + ': an Approval question cannot be multiSelect'"
 // +kubebuilder:validation:XValidation:rule="!has(self.intent) || !has(self.intent.approval) || (self.intent.approval.approve != self.intent.approval.reject && (!has(self.intent.approval.always) || (self.intent.approval.always != self.intent.approval.approve && self.intent.approval.always != self.intent.approval.reject)))",messageExpression="'BAD_INTENT: question ' + self.id + ': approval approve, reject and always must be distinct labels'"
+// +kubebuilder:validation:XValidation:rule="!has(self.sensitive) || !self.sensitive || ((!has(self.options) || size(self.options) == 0) && !has(self.intent))",messageExpression="'BAD_INPUT: question ' + self.id + ': a sensitive question takes free text only: no options and no intent'"
+// +kubebuilder:validation:XValidation:rule="!has(self.input) || !has(self.intent) || self.intent.type != 'Approval'",messageExpression="'BAD_INPUT: question ' + self.id + ': an Approval question takes no free text, so no input'"
 // +kubebuilder:validation:XValidation:rule="!has(self.intent) || !has(self.intent.approval) || (has(self.options) && size(self.options) == (has(self.intent.approval.always) ? 3 : 2) && self.options.all(o, o.label == self.intent.approval.approve || o.label == self.intent.approval.reject || (has(self.intent.approval.always) && o.label == self.intent.approval.always)))",messageExpression="'BAD_INTENT: question ' + self.id + ': approval approve, reject and always must be exactly the option labels'"
 type Question struct {
 	// id is the stable id of the question, echoed in each answer so a batch
@@ -212,6 +304,20 @@ type Question struct {
 	// intent is an optional presentation intent for capable UIs.
 	// +optional
 	Intent *QuestionIntent `json:"intent,omitempty"`
+
+	// input describes the free-text answer the question expects (its
+	// custom text): a type, bounds, a pattern, and whether it may be
+	// skipped. Absent, any text up to 8,192 characters fits.
+	// +optional
+	Input *AnswerInput `json:"input,omitempty"`
+
+	// sensitive marks an answer that must never be stored in the clear (an
+	// API key, a one-time code): the answerer seals it to spec.sealingKey,
+	// so the reply, the question's status, Events, logs, metrics and
+	// notifications hold only ciphertext only the asking agent can open. A
+	// sensitive question takes free text only (no options, no intent).
+	// +optional
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // UserQuestionSpec is the agent's ask. It is immutable after creation except
@@ -220,6 +326,8 @@ type Question struct {
 // +kubebuilder:validation:XValidation:rule="has(self.questions) && size(self.questions) > 0",message="EMPTY_QUESTIONS: spec.questions must hold at least one question",fieldPath=".questions"
 // +kubebuilder:validation:XValidation:rule="!has(self.origin) || self.origin != 'Subagent'",message="DELEGATED_CALLER: a subagent (spec.origin Subagent) may not ask a person directly",fieldPath=".origin"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || !self.questions.exists(q, has(q.intent) && q.intent.type == 'Approval') || (size(self.questions) == 1 && !has(self.timeout))",message="BAD_INTENT: an Approval ask has exactly one question and no spec.timeout",fieldPath=".questions"
+// +kubebuilder:validation:XValidation:rule="!has(self.questions) || !self.questions.exists(q, has(q.sensitive) && q.sensitive) || has(self.sealingKey)",message="BAD_INPUT: a sensitive question needs spec.sealingKey, the asking agent's public key its answer is sealed to",fieldPath=".sealingKey"
+// +kubebuilder:validation:XValidation:rule="has(self.sealingKey) == has(oldSelf.sealingKey)",message="spec.sealingKey is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && has(self.callID) == has(oldSelf.callID) && has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && has(self.askedAt) == has(oldSelf.askedAt) && has(self.approval) == has(oldSelf.approval)",message="spec.timeout, spec.callID, spec.askedAt, spec.ttlSecondsAfterFinished and spec.approval are immutable"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.askedBy) ? (has(self.askedBy) && self.askedBy == oldSelf.askedBy) : !has(self.askedBy)",message="NOT_OWNER: spec.askedBy is stamped at admission and immutable",fieldPath=".askedBy"
 // +kubebuilder:validation:XValidation:rule="!has(self.questions) || self.questions.map(q, size(q.question) + (has(q.detail) ? size(q.detail) : 0) + (has(q.header) ? size(q.header) : 0)).sum() <= 65536",message="BAD_INTENT: the questions' text (question, detail and header, all questions together) is at most 65536 characters",fieldPath=".questions"
@@ -257,6 +365,16 @@ type UserQuestionSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.questions is immutable"
 	Questions []Question `json:"questions,omitempty"`
+
+	// sealingKey is the asking agent's public key (an ECDH P-256 point,
+	// uncompressed, in unpadded base64url) that sensitive answers are
+	// sealed to. Required when a question is sensitive; the agent keeps
+	// the private key, so nobody else, the manager included, can read them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=87
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]{87}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.sealingKey is immutable"
+	SealingKey string `json:"sealingKey,omitempty"`
 
 	// timeout is the foreground window, written as a Go duration with the
 	// units h, m, s and ms, e.g. "90s", "1m30s", "1.5s" or "250ms". Absent,

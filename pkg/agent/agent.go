@@ -32,6 +32,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/internal/kubeclient"
+	"github.com/hitl-dev/hitl/pkg/sealed"
 )
 
 // cancelGrace bounds the write that cancels an aborted ask: the caller's
@@ -52,6 +54,10 @@ type Agent struct {
 	c         client.WithWatch
 	namespace string
 	name      string
+
+	keyOnce sync.Once
+	key     *sealed.Key
+	keyErr  error
 }
 
 // New returns an Agent that asks as the named agent in namespace through c.
@@ -111,6 +117,10 @@ type Result struct {
 	// the votes that decided it (when Pending, the votes counted so far);
 	// nil when no rule governed it and the first valid reply settled it.
 	Approval *Approval
+	// Sensitive holds, by question id, the opened answers of the sensitive
+	// questions that were answered (their Answers items carry only the
+	// sealed text). Keep these values out of logs, errors and objects.
+	Sensitive map[string]string
 }
 
 // Create creates the question of req, with a foreground window of timeout
@@ -120,6 +130,13 @@ type Result struct {
 // still refuse it with a code (e.g. a lower --max-timeout, AGENT_MISMATCH).
 func (a *Agent) Create(ctx context.Context, req Request, timeout *time.Duration) (*hitlv1.UserQuestion, error) {
 	q := a.question(req, timeout)
+	if sensitive(q.Spec.Questions) {
+		k, err := a.SealingKey()
+		if err != nil {
+			return nil, err
+		}
+		q.Spec.SealingKey = k.PublicKey()
+	}
 	if err := validation.ValidateAsk(&q.Spec, 0); err != nil {
 		return nil, err
 	}
@@ -197,7 +214,7 @@ func (a *Agent) ask(ctx context.Context, req Request, timeout *time.Duration) (R
 		}
 		return Result{}, err
 	}
-	return ResultOf(q)
+	return a.ResultOf(q)
 }
 
 // createOutliving creates the question of an ask with a context that does
@@ -257,6 +274,68 @@ func ResultOf(q *hitlv1.UserQuestion) (Result, error) {
 	default:
 		return Result{}, coded(hitlv1.CodeAskAborted, nil, "question %s was cancelled", q.Name)
 	}
+}
+
+// ResultOf is the package's ResultOf, with the sensitive answers of a
+// settled question opened into Result.Sensitive with the Agent's sealing
+// key. A sealed answer that does not open (sealed to another key, e.g. by
+// a process that asked before this one with a key it did not keep) is an
+// error; the other answers are still returned.
+func (a *Agent) ResultOf(q *hitlv1.UserQuestion) (Result, error) {
+	res, err := ResultOf(q)
+	if err != nil {
+		return res, err
+	}
+	return res, a.open(q, &res)
+}
+
+// open opens the sealed answers of res, a result of q.
+func (a *Agent) open(q *hitlv1.UserQuestion, res *Result) error {
+	for _, item := range res.Answers {
+		if item.Sealed == "" {
+			continue
+		}
+		k, err := a.SealingKey()
+		if err != nil {
+			return err
+		}
+		v, err := k.Open(item.Sealed, sealed.Binding{Namespace: q.Namespace, Question: q.Name, UID: string(q.UID), ID: item.ID})
+		if err != nil {
+			return fmt.Errorf("question %s: the sensitive answer to %s: %w", q.Name, item.ID, err)
+		}
+		if res.Sensitive == nil {
+			res.Sensitive = map[string]string{}
+		}
+		res.Sensitive[item.ID] = v
+	}
+	return nil
+}
+
+// SealingKey is the key the Agent's sensitive questions are sealed to: the
+// one UseSealingKey gave, or one made for this Agent at its first use and
+// kept in memory only. An answer sealed to it opens only with it: an agent
+// that must read a sensitive answer after a restart keeps its key
+// (sealed.Key.Bytes) and gives it back with UseSealingKey.
+func (a *Agent) SealingKey() (*sealed.Key, error) {
+	a.keyOnce.Do(func() {
+		if a.key == nil {
+			a.key, a.keyErr = sealed.NewKey()
+		}
+	})
+	return a.key, a.keyErr
+}
+
+// UseSealingKey sets the key sensitive questions are sealed to. Call it
+// before the Agent's first ask.
+func (a *Agent) UseSealingKey(k *sealed.Key) { a.key = k }
+
+func sensitive(questions []hitlv1.Question) bool {
+	for _, q := range questions {
+		if q.Sensitive {
+			return true
+		}
+	}
+	return false
 }
 
 // settledResult is a settled question's answers and, when it was

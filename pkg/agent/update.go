@@ -57,7 +57,8 @@ func (a *Agent) Admit(ctx context.Context, question, reply string) (Result, erro
 	if s := q.Status.Settlement; q.Status.State != hitlv1.StateSettled || s == nil || s.Reply != reply {
 		return Result{}, notAnswerable(nil, "question %s was %s before reply %s was admitted", question, q.Status.State, reply)
 	}
-	return settledResult(q), nil
+	res := settledResult(q)
+	return res, a.open(q, &res)
 }
 
 // admit decides on a fresh read whether reply may be admitted on q, and

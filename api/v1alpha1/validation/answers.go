@@ -16,7 +16,11 @@ import (
 //   - a question without options takes custom or a skip;
 //   - an Approval question takes exactly one selected label and no custom;
 //   - an item with no label and no custom skips its question, and a batch
-//     may skip some questions, not all of them.
+//     may skip some questions, not all of them;
+//   - custom text fits the question's input rule (type, bounds, pattern),
+//     and a question whose input is required is not skipped;
+//   - a sensitive question is answered sealed (never in custom or
+//     selected), and only a sensitive question is.
 func ValidateAnswers(questions []hitlv1.Question, answers []hitlv1.AnswerItem) error {
 	byID := make(map[string]*hitlv1.Question, len(questions))
 	for i := range questions {
@@ -65,6 +69,22 @@ func validateItem(q *hitlv1.Question, a hitlv1.AnswerItem, field string) error {
 	if len(q.Options) == 0 && len(a.Selected) > 0 {
 		return newError(hitlv1.CodeBadAnswer, q.ID, field+".selected",
 			"the question has no options: answer with custom text or skip it")
+	}
+	if q.Sensitive {
+		if len(a.Selected) > 0 || a.Custom != "" {
+			return newError(hitlv1.CodeBadAnswer, q.ID, field,
+				"the question is sensitive: its answer is sealed (sealed), never plain text in selected or custom")
+		}
+	} else if a.Sealed != "" {
+		return newError(hitlv1.CodeBadAnswer, q.ID, field+".sealed", "the question is not sensitive: answer it in selected or custom, not sealed")
+	}
+	if a.Skipped() && q.Input != nil && q.Input.Required {
+		return newError(hitlv1.CodeBadAnswer, q.ID, field, "the question is required (input.required): it may not be skipped")
+	}
+	if a.Custom != "" {
+		if why := CheckValue(q.Input, a.Custom); why != "" {
+			return newError(hitlv1.CodeBadAnswer, q.ID, field+".custom", "%s (input.type %s)", why, q.Input.Type)
+		}
 	}
 	labels := make(map[string]bool, len(q.Options))
 	for _, o := range q.Options {

@@ -14,7 +14,7 @@ import (
 const DefaultMaxTimeout = 24 * time.Hour
 
 // ValidateAsk checks an ask and returns the first broken rule, or nil:
-// EMPTY_QUESTIONS, DELEGATED_CALLER, BAD_INTENT or BAD_TIMEOUT (with
+// EMPTY_QUESTIONS, DELEGATED_CALLER, BAD_INTENT, BAD_INPUT or BAD_TIMEOUT (with
 // maxTimeout as the upper bound; zero means DefaultMaxTimeout).
 func ValidateAsk(spec *hitlv1.UserQuestionSpec, maxTimeout time.Duration) error {
 	if len(spec.Questions) == 0 {
@@ -27,6 +27,14 @@ func ValidateAsk(spec *hitlv1.UserQuestionSpec, maxTimeout time.Duration) error 
 		if err := ValidateIntent(&spec.Questions[i], fmt.Sprintf("spec.questions[%d]", i)); err != nil {
 			return err
 		}
+	}
+	for i := range spec.Questions {
+		if err := ValidateInput(&spec.Questions[i], fmt.Sprintf("spec.questions[%d]", i)); err != nil {
+			return err
+		}
+	}
+	if err := validateSealing(spec); err != nil {
+		return err
 	}
 	for i := range spec.Questions {
 		if isApproval(&spec.Questions[i]) && (len(spec.Questions) != 1 || spec.Timeout != nil) {

@@ -1,0 +1,239 @@
+package validation
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
+)
+
+// The texts of a number and an integer, as JSON writes them.
+var (
+	numberText  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+	integerText = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+	boundText   = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+)
+
+// ValidateInput checks one question's input rule and sensitive flag (the
+// rules the CRD's CEL repeats) and returns the first broken one as a
+// BAD_INPUT *Error. field is the question's path, e.g. "spec.questions[0]".
+func ValidateInput(q *hitlv1.Question, field string) error {
+	bad := func(sub, format string, args ...any) error {
+		return newError(hitlv1.CodeBadInput, q.ID, field+sub, format, args...)
+	}
+	if q.Sensitive && (len(q.Options) > 0 || q.Intent != nil) {
+		return bad(".sensitive", "a sensitive question takes free text only: no options and no intent")
+	}
+	in := q.Input
+	if in == nil {
+		return nil
+	}
+	if isApproval(q) {
+		return bad(".input", "an Approval question takes no free text, so no input")
+	}
+	switch in.Type {
+	case hitlv1.InputString, hitlv1.InputNumber, hitlv1.InputInteger, hitlv1.InputBoolean,
+		hitlv1.InputDate, hitlv1.InputDateTime, hitlv1.InputEmail, hitlv1.InputURI:
+	default:
+		return bad(".input.type", "unknown input type %q", in.Type)
+	}
+	numeric := in.Type == hitlv1.InputNumber || in.Type == hitlv1.InputInteger
+	textual := in.Type == hitlv1.InputString || in.Type == hitlv1.InputEmail || in.Type == hitlv1.InputURI
+	if (in.Minimum != nil || in.Maximum != nil) && !numeric {
+		return bad(".input", "minimum and maximum apply to a number or integer input")
+	}
+	if (in.MinLength != nil || in.MaxLength != nil) && !textual {
+		return bad(".input", "minLength and maxLength apply to a string, email or uri input")
+	}
+	if in.Pattern != "" && in.Type != hitlv1.InputString {
+		return bad(".input.pattern", "pattern applies to a string input")
+	}
+	lo, hasLo, err := Bound(in.Minimum)
+	if err != nil {
+		return bad(".input.minimum", "%v", err)
+	}
+	hi, hasHi, err := Bound(in.Maximum)
+	if err != nil {
+		return bad(".input.maximum", "%v", err)
+	}
+	if hasLo && hasHi && lo > hi {
+		return bad(".input", "minimum %s is above maximum %s", in.Minimum.String(), in.Maximum.String())
+	}
+	if in.MinLength != nil && in.MaxLength != nil && *in.MinLength > *in.MaxLength {
+		return bad(".input", "minLength %d is above maxLength %d", *in.MinLength, *in.MaxLength)
+	}
+	if in.Pattern != "" {
+		if _, err := regexp.Compile(in.Pattern); err != nil {
+			return bad(".input.pattern", "pattern is not a regular expression: %v", err)
+		}
+	}
+	return nil
+}
+
+// validateSealing checks that an ask with a sensitive question carries a
+// sealing key that is a P-256 point.
+func validateSealing(spec *hitlv1.UserQuestionSpec) error {
+	sensitive := false
+	for _, q := range spec.Questions {
+		sensitive = sensitive || q.Sensitive
+	}
+	if !sensitive {
+		return nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(spec.SealingKey)
+	if spec.SealingKey == "" || err != nil || len(raw) != 65 || raw[0] != 4 {
+		return newError(hitlv1.CodeBadInput, "", "spec.sealingKey",
+			"a sensitive question needs spec.sealingKey, the asking agent's P-256 public key (65 bytes, unpadded base64url) its answer is sealed to")
+	}
+	return nil
+}
+
+// Bound reads a minimum or maximum: an integer, or a decimal as a string.
+// ok is false when b is nil.
+func Bound(b *intstr.IntOrString) (v float64, ok bool, err error) {
+	if b == nil {
+		return 0, false, nil
+	}
+	if b.Type == intstr.Int {
+		return float64(b.IntVal), true, nil
+	}
+	if !boundText.MatchString(b.StrVal) {
+		return 0, false, fmt.Errorf("%q is not a number", b.StrVal)
+	}
+	v, err = strconv.ParseFloat(b.StrVal, 64)
+	if err != nil || math.IsInf(v, 0) {
+		return 0, false, fmt.Errorf("%q is not a finite number", b.StrVal)
+	}
+	return v, true, nil
+}
+
+// CheckValue checks a free-text answer against a question's input rule and
+// returns the broken rule in words, or "" when the value fits. A question
+// without input takes any text.
+func CheckValue(in *hitlv1.AnswerInput, value string) string {
+	if in == nil {
+		return ""
+	}
+	switch in.Type {
+	case hitlv1.InputNumber, hitlv1.InputInteger:
+		return checkNumber(in, value)
+	case hitlv1.InputBoolean:
+		if value != "true" && value != "false" {
+			return fmt.Sprintf("%s is not a boolean: answer true or false", quote(value))
+		}
+	case hitlv1.InputDate:
+		if _, err := time.Parse(time.DateOnly, value); err != nil {
+			return fmt.Sprintf("%s is not a date (YYYY-MM-DD, e.g. 2026-12-24)", quote(value))
+		}
+	case hitlv1.InputDateTime:
+		if _, err := ParseDateTime(value); err != nil {
+			return fmt.Sprintf("%s is not a date and time with an offset (RFC 3339, e.g. 2026-12-24T18:00:00Z)", quote(value))
+		}
+	case hitlv1.InputEmail:
+		if !isEmail(value) {
+			return fmt.Sprintf("%s is not an email address (name@example.com, no display name)", quote(value))
+		}
+	case hitlv1.InputURI:
+		if !isURI(value) {
+			return fmt.Sprintf("%s is not an absolute URI (with a scheme, e.g. https://example.com/x)", quote(value))
+		}
+	}
+	return checkText(in, value)
+}
+
+// checkText checks the length and pattern rules of a textual answer.
+func checkText(in *hitlv1.AnswerInput, value string) string {
+	n := utf8.RuneCountInString(value)
+	if in.MinLength != nil && n < int(*in.MinLength) {
+		return fmt.Sprintf("the answer has %d characters, fewer than minLength %d", n, *in.MinLength)
+	}
+	if in.MaxLength != nil && n > int(*in.MaxLength) {
+		return fmt.Sprintf("the answer has %d characters, more than maxLength %d", n, *in.MaxLength)
+	}
+	if in.Pattern != "" {
+		re, err := regexp.Compile(in.Pattern)
+		if err != nil {
+			return fmt.Sprintf("the question's pattern %q is not a regular expression", in.Pattern)
+		}
+		if !re.MatchString(value) {
+			return fmt.Sprintf("the answer does not match pattern %q", in.Pattern)
+		}
+	}
+	return ""
+}
+
+func checkNumber(in *hitlv1.AnswerInput, value string) string {
+	if in.Type == hitlv1.InputInteger {
+		if !integerText.MatchString(value) {
+			return fmt.Sprintf("%s is not an integer (decimal digits, e.g. 42)", quote(value))
+		}
+	} else if !numberText.MatchString(value) {
+		return fmt.Sprintf("%s is not a number (e.g. 42, -1.5, 2e3)", quote(value))
+	}
+	v, err := strconv.ParseFloat(value, 64)
+	if err != nil || math.IsInf(v, 0) {
+		return fmt.Sprintf("%s is out of range", quote(value))
+	}
+	if in.Type == hitlv1.InputInteger {
+		if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+			return fmt.Sprintf("%s is out of the range of a 64-bit integer", quote(value))
+		}
+	}
+	if lo, ok, _ := Bound(in.Minimum); ok && v < lo {
+		return fmt.Sprintf("%s is below minimum %s", value, in.Minimum.String())
+	}
+	if hi, ok, _ := Bound(in.Maximum); ok && v > hi {
+		return fmt.Sprintf("%s is above maximum %s", value, in.Maximum.String())
+	}
+	return ""
+}
+
+// ParseDateTime reads an RFC 3339 date and time with an offset.
+func ParseDateTime(value string) (time.Time, error) {
+	// time.Parse accepts a few forms RFC 3339 does not (a lowercase t or z,
+	// a one-digit hour); the answer is checked to be written as RFC 3339.
+	if len(value) < len("2006-01-02T15:04:05Z") || value[10] != 'T' || strings.ContainsAny(value, "tz ") {
+		return time.Time{}, fmt.Errorf("not RFC 3339")
+	}
+	return time.Parse(time.RFC3339Nano, value)
+}
+
+func isEmail(value string) bool {
+	if value == "" || strings.ContainsFunc(value, unicode.IsSpace) || strings.ContainsAny(value, "<>\"(),;") {
+		return false
+	}
+	a, err := mail.ParseAddress(value)
+	if err != nil || a.Address != value || a.Name != "" {
+		return false
+	}
+	local, domain, ok := strings.Cut(value, "@")
+	return ok && local != "" && domain != "" && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".")
+}
+
+func isURI(value string) bool {
+	if value == "" || strings.ContainsFunc(value, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return false
+	}
+	u, err := url.Parse(value)
+	return err == nil && u.Scheme != "" && (u.Host != "" || u.Opaque != "" || u.Path != "")
+}
+
+// quote shows a value in a message, cut to 64 characters.
+func quote(v string) string {
+	if utf8.RuneCountInString(v) > 64 {
+		r := []rune(v)
+		return strconv.Quote(string(r[:64])) + "…"
+	}
+	return strconv.Quote(v)
+}
