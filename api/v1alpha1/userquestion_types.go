@@ -115,6 +115,7 @@ type AnswerInput struct {
 	// integer, or a decimal written as a string ("0.5").
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="type(self) == int || self.matches('^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$')",message="BAD_INPUT: minimum must be a number"
 	Minimum *intstr.IntOrString `json:"minimum,omitempty"`
 
@@ -122,6 +123,7 @@ type AnswerInput struct {
 	// integer, or a decimal written as a string ("99.5").
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="type(self) == int || self.matches('^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$')",message="BAD_INPUT: maximum must be a number"
 	Maximum *intstr.IntOrString `json:"maximum,omitempty"`
 

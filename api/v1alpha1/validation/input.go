@@ -210,7 +210,10 @@ func ParseDateTime(value string) (time.Time, error) {
 }
 
 func isEmail(value string) bool {
-	if value == "" || strings.ContainsFunc(value, unicode.IsSpace) || strings.ContainsAny(value, "<>\"(),;") {
+	// Only the dot-atom form: no quoted local part, no domain literal, no
+	// display name, ASCII only.
+	if value == "" || strings.ContainsFunc(value, func(r rune) bool { return r > unicode.MaxASCII || unicode.IsSpace(r) }) ||
+		strings.ContainsAny(value, "<>\"(),;[]\\:") {
 		return false
 	}
 	a, err := mail.ParseAddress(value)
@@ -225,8 +228,28 @@ func isURI(value string) bool {
 	if value == "" || strings.ContainsFunc(value, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return false
 	}
+	// A scheme, and something after it other than an empty authority
+	// ("https://" names nothing).
 	u, err := url.Parse(value)
-	return err == nil && u.Scheme != "" && (u.Host != "" || u.Opaque != "" || u.Path != "")
+	if err != nil || u.Scheme == "" {
+		return false
+	}
+	rest := value[len(u.Scheme)+1:]
+	if rest == "" || rest == "//" {
+		return false
+	}
+	// url.Parse leaves an opaque part's escapes unchecked.
+	for i := strings.IndexByte(value, '%'); i >= 0; i = strings.IndexByte(value, '%') {
+		if i+2 >= len(value) || !isHex(value[i+1]) || !isHex(value[i+2]) {
+			return false
+		}
+		value = value[i+3:]
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // quote shows a value in a message, cut to 64 characters.
