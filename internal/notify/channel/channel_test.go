@@ -107,6 +107,31 @@ func TestMessageCarriesAnswersOnlyWhenSettled(t *testing.T) {
 	}
 }
 
+func TestSensitiveAnswersAreNeverSent(t *testing.T) {
+	q := settled()
+	q.Spec.Questions = append(q.Spec.Questions, hitlv1.Question{ID: "token", Question: "Token?", Sensitive: true})
+	q.Status.Answers = append(q.Status.Answers, hitlv1.AnswerItem{ID: "token", Sealed: "U0VBTEVEVEVYVA"})
+	m := channel.NewMessage(q, hitlv1.EventSettled, "id", t0, "")
+	body, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "U0VBTEVEVEVYVA") || !strings.Contains(string(body), `{"id":"token","sensitive":true}`) {
+		t.Errorf("the webhook body carries the sealed text, or does not say the answer was given: %s", body)
+	}
+	email, err := channel.EmailMessage(m, "hitl@example.com", []string{"ops@example.com"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slack, _ := json.Marshal(channel.SlackPayload(m, t0))
+	teams, _ := json.Marshal(channel.TeamsPayload(m, t0))
+	for name, text := range map[string]string{"email": string(email), "slack": string(slack), "teams": string(teams)} {
+		if strings.Contains(text, "U0VBTEVEVEVYVA") || !strings.Contains(text, "(sensitive answer given)") {
+			t.Errorf("%s: %s", name, text)
+		}
+	}
+}
+
 // receiver is a webhook receiver that verifies each request's signature
 // and answers with the statuses of fail first.
 type receiver struct {

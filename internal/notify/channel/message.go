@@ -170,6 +170,9 @@ type Answer struct {
 	ID       string   `json:"id"`
 	Selected []string `json:"selected,omitempty"`
 	Custom   string   `json:"custom,omitempty"`
+	// Sensitive is true for the answer to a sensitive question: it was
+	// given, and nothing of it, not even its sealed text, is sent.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // Link is the deep link to a question's card in the web inbox at
@@ -234,6 +237,10 @@ func settlementOf(q *hitlv1.UserQuestion) *Settlement {
 		out.AnsweredBy = s.AnsweredBy.Username
 	}
 	for _, a := range q.Status.Answers {
+		if a.Sealed != "" {
+			out.Answers = append(out.Answers, Answer{ID: a.ID, Sensitive: true})
+			continue
+		}
 		out.Answers = append(out.Answers, Answer{ID: a.ID, Selected: a.Selected, Custom: a.Custom})
 	}
 	return out
@@ -298,6 +305,9 @@ func (m *Message) When(now time.Time) string {
 // answerText is an answer for people: the selected labels and the free
 // text.
 func answerText(a Answer) string {
+	if a.Sensitive {
+		return "(sensitive answer given)"
+	}
 	parts := append([]string(nil), a.Selected...)
 	if a.Custom != "" {
 		parts = append(parts, fmt.Sprintf("%q", a.Custom))
