@@ -154,6 +154,9 @@ func run(kubeconfig, manager, kcm string, users []string, expiration time.Durati
 
 	fmt.Printf("\nThe local control plane is up, with hitl's CRDs, admission (%s) and the manager's RBAC, as config/default installs them. In another shell:\n\n", mode)
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get uq,qr -A\n\n", kubeconfig)
+	// Tests read the store itself to prove what never reaches it (a
+	// sensitive answer in the clear).
+	fmt.Printf("etcd stores its data in %s\n\n", env.ControlPlane.Etcd.DataDir)
 	if len(userFiles) > 0 {
 		fmt.Printf("Kubeconfigs of users with no permissions until you bind roles to them (e.g. config/rbac/examples):\n\n%s\n\n", strings.Join(userFiles, "\n"))
 	}

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,6 +106,9 @@ var _ = BeforeSuite(func() {
 		s := bufio.NewScanner(stdout)
 		for s.Scan() {
 			fmt.Fprintln(GinkgoWriter, s.Text())
+			if dir, ok := strings.CutPrefix(s.Text(), "etcd stores its data in "); ok {
+				etcdDataDir = dir
+			}
 			if strings.Contains(s.Text(), "Press Ctrl-C to stop") {
 				close(ready)
 			}
@@ -132,8 +136,13 @@ var _ = AfterSuite(func() {
 })
 
 // managerProc is the running manager binary, and managerExited is closed
-// when it exits.
+// when it exits. managerLog keeps everything every manager of the suite
+// wrote to its log; etcdDataDir is where the control plane's etcd keeps
+// its data.
 var (
+	managerLog  syncBuffer
+	etcdDataDir string
+
 	managerProc   *exec.Cmd
 	managerExited chan struct{}
 )
@@ -157,6 +166,7 @@ func startManager() {
 		s.Buffer(make([]byte, 1<<20), 1<<20)
 		for s.Scan() {
 			fmt.Fprintln(GinkgoWriter, "[manager]", s.Text())
+			managerLog.Write(append(s.Bytes(), '\n'))
 			if strings.Contains(s.Text(), "Starting workers") {
 				close(started)
 			}
@@ -181,6 +191,24 @@ func stopManager() {
 		<-managerExited
 	}
 	managerProc = nil
+}
+
+// syncBuffer is a buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // actor is an identity the suite runs commands as, with its own kubeconfig.

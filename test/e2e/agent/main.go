@@ -31,26 +31,32 @@ func main() {
 		options   = flag.String("options", "yes,no", "comma-separated option labels")
 		timeout   = flag.Duration("timeout", 0, "foreground window; 0 asks a blocking question")
 		admit     = flag.Bool("admit-late", false, "when pending, wait for the late reply and admit it")
+		secret    = flag.Bool("sensitive", false, "ask a sensitive free-text question (no options); the result's sensitive map holds the opened answer")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *namespace, *name, *question, *text, *options, *timeout, *admit); err != nil {
+	if *secret {
+		*options = ""
+	}
+	if err := run(ctx, *namespace, *name, *question, *text, *options, *timeout, *admit, *secret); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		fmt.Printf("{\"error\": %q, \"code\": %q}\n", err.Error(), validation.CodeOf(err))
 		os.Exit(2)
 	}
 }
 
-func run(ctx context.Context, namespace, name, question, text, options string, timeout time.Duration, admit bool) error {
+func run(ctx context.Context, namespace, name, question, text, options string, timeout time.Duration, admit, secret bool) error {
 	c, err := client.NewWithWatch(ctrl.GetConfigOrDie(), client.Options{Scheme: hitlv1.NewScheme()})
 	if err != nil {
 		return err
 	}
 	a := agent.New(c, namespace, name)
-	q := hitlv1.Question{ID: "q", Question: text}
+	q := hitlv1.Question{ID: "q", Question: text, Sensitive: secret}
 	for _, l := range strings.Split(options, ",") {
-		q.Options = append(q.Options, hitlv1.QuestionOption{Label: l})
+		if l != "" {
+			q.Options = append(q.Options, hitlv1.QuestionOption{Label: l})
+		}
 	}
 	req := agent.Request{Name: question, Questions: []hitlv1.Question{q}}
 
