@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -162,7 +163,7 @@ func checkText(in *hitlv1.AnswerInput, value string) string {
 		return fmt.Sprintf("the answer has %d characters, more than maxLength %d", n, *in.MaxLength)
 	}
 	if in.Pattern != "" {
-		re, err := regexp.Compile(in.Pattern)
+		re, err := compiled(in.Pattern)
 		if err != nil {
 			return fmt.Sprintf("the question's pattern %q is not a regular expression", in.Pattern)
 		}
@@ -197,6 +198,36 @@ func checkNumber(in *hitlv1.AnswerInput, value string) string {
 		return fmt.Sprintf("%s is above maximum %s", value, in.Maximum.String())
 	}
 	return ""
+}
+
+// patterns caches compiled patterns: every reply to a question checks its
+// pattern, and compiling costs far more than matching. It is cleared when
+// it reaches maxPatterns, so hostile questions cannot grow it.
+var patterns = struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}{m: map[string]*regexp.Regexp{}}
+
+const maxPatterns = 1024
+
+func compiled(pattern string) (*regexp.Regexp, error) {
+	patterns.Lock()
+	re, ok := patterns.m[pattern]
+	patterns.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	patterns.Lock()
+	if len(patterns.m) >= maxPatterns {
+		clear(patterns.m)
+	}
+	patterns.m[pattern] = re
+	patterns.Unlock()
+	return re, nil
 }
 
 // ParseDateTime reads an RFC 3339 date and time with an offset.
