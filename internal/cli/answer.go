@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
 	"github.com/hitl-dev/hitl/pkg/answerer"
+	"github.com/hitl-dev/hitl/pkg/sealed"
 )
 
 // replyOptions are shared by answer, approve and deny: where the reply goes
@@ -167,6 +169,8 @@ type answerOptions struct {
 	selects []string
 	customs []string
 	skips   []string
+	// sensitiveFiles are --sensitive-from-file's id=PATH ("-": stdin).
+	sensitiveFiles []string
 }
 
 func newAnswerCommand(c *common) *cobra.Command {
@@ -184,12 +188,28 @@ read by its uid and spec digest, named QUESTION-<hash of your username> (or
 answeredBy (whoever applies it answers), and opened by a comment for the
 reviewer. A question already Settled or Cancelled is refused
 (NOT_ANSWERABLE); a file that holds anything but a reply to the same
-question is not replaced without --overwrite.`,
+question is not replaced without --overwrite.
+
+A question may say what free text it takes (an integer from 1 to 10, a
+date, an email address, a pattern; see show): the prompts say it, check
+each answer as it is typed and ask again with the rule broken; --custom is
+checked the same way before anything is created (BAD_ANSWER). A required
+question cannot be skipped.
+
+A sensitive question (an API key, a one-time code) is answered sealed to
+the asking agent's key: the reply holds only a value the agent alone can
+open. Its prompt does not show what is typed (when stdin is a terminal;
+otherwise it reads a line of stdin). Without prompts, give its value with
+--sensitive-from-file ID=PATH, or ID=- to read it from stdin; never with
+--custom, which is refused: a command-line argument stays in your shell
+history and in the process list. The value is never printed.`,
 		Example: `  kubectl hitl answer deploy-target --select env=staging --custom notes="ship it"
   kubectl hitl answer lunch-order --select food=pizza,salad
   kubectl hitl answer deploy-target --select env=prod --skip notes --dry-run=client -o yaml > reply.yaml
   kubectl hitl answer deploy-target --select env=prod --to-file replies/deploy-target.yaml
-  kubectl hitl answer deploy-target          # interactive`,
+  kubectl hitl answer deploy-target          # interactive
+  kubectl hitl answer scale-up --custom replicas=4 --custom when=2026-12-24
+  kubectl hitl answer api-access --sensitive-from-file token=- < token.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.target = args[0]
@@ -199,6 +219,8 @@ question is not replaced without --overwrite.`,
 	cmd.Flags().StringArrayVar(&o.selects, "select", nil, "id=label[,label]: select options of question id (repeatable; a label holding a comma is taken whole)")
 	cmd.Flags().StringArrayVar(&o.customs, "custom", nil, "id=text: free-text answer to question id (repeatable)")
 	cmd.Flags().StringArrayVar(&o.skips, "skip", nil, "id: skip question id (repeatable)")
+	cmd.Flags().StringArrayVar(&o.sensitiveFiles, "sensitive-from-file", nil,
+		`id=PATH: answer the sensitive question id with the content of PATH ("-": stdin; one line ending is dropped), sealed for the agent (repeatable)`)
 	o.addFlags(cmd)
 	return cmd
 }
@@ -212,16 +234,80 @@ func (o *answerOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var answers []hitlv1.AnswerItem
-	if len(o.selects)+len(o.customs)+len(o.skips) == 0 {
+	if len(o.selects)+len(o.customs)+len(o.skips)+len(o.sensitiveFiles) == 0 {
 		printCard(o.streams.ErrOut, q, nowFunc())
-		answers, err = promptBatch(bufio.NewReader(o.streams.In), o.streams.ErrOut, q)
+		answers, err = newPrompter(ctx, o.streams.In, o.streams.ErrOut).batch(q)
 	} else {
 		answers, err = batchFromFlags(q, o.selects, o.customs, o.skips)
+		if err == nil {
+			answers, err = o.sealFromFiles(q, answers)
+		}
 	}
 	if err != nil {
 		return err
 	}
 	return o.submit(ctx, q, answers)
+}
+
+// sealFromFiles answers the sensitive questions --sensitive-from-file
+// names in answers (a batch of batchFromFlags), each with the content of
+// its file (stdin for "-", read once) less one line ending, checked
+// against the question's input rule and sealed to the question's key
+// (answerer.Seal). No error holds the value.
+func (o *answerOptions) sealFromFiles(q *hitlv1.UserQuestion, answers []hitlv1.AnswerItem) ([]hitlv1.AnswerItem, error) {
+	stdin := false
+	for _, s := range o.sensitiveFiles {
+		id, path, ok := strings.Cut(s, "=")
+		if !ok || id == "" || path == "" {
+			return nil, fmt.Errorf("--sensitive-from-file %q: want id=PATH (PATH - for stdin)", s)
+		}
+		i := slices.IndexFunc(answers, func(a hitlv1.AnswerItem) bool { return a.ID == id })
+		if i < 0 {
+			return nil, &validation.Error{Code: hitlv1.CodeBadAnswer, QuestionID: id, Rule: "not a question of " + q.Name}
+		}
+		if !answers[i].Skipped() || slices.Contains(o.skips, id) {
+			return nil, &validation.Error{Code: hitlv1.CodeBadAnswer, QuestionID: id,
+				Rule: "--sensitive-from-file contradicts --skip, or is given more than once, for the same question"}
+		}
+		if path == "-" {
+			if stdin {
+				return nil, errors.New("--sensitive-from-file: only one question can read its answer from stdin (-)")
+			}
+			stdin = true
+		}
+		value, err := o.readSensitive(path)
+		if err != nil {
+			return nil, fmt.Errorf("--sensitive-from-file %s: %w", id, err)
+		}
+		if answers[i], err = answerer.Seal(q, id, value); err != nil {
+			return nil, err
+		}
+	}
+	return answers, nil
+}
+
+// readSensitive reads a sensitive value from path ("-": stdin), dropping
+// one line ending ("\n" or "\r\n"), as `echo` and editors add one.
+func (o *answerOptions) readSensitive(path string) (string, error) {
+	in := o.streams.In
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		in = f
+	}
+	// Enough to tell a value above sealed.MaxValue, which Seal refuses.
+	data, err := io.ReadAll(io.LimitReader(in, sealed.MaxValue+3))
+	if err != nil {
+		return "", err // no value in it: the path, or stdin, and why
+	}
+	value := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if value == "" {
+		return "", errors.New("the answer is empty: skip the question with --skip instead")
+	}
+	return value, nil
 }
 
 // batchFromFlags builds a batch with one item per question of the ask;
@@ -250,8 +336,17 @@ func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([
 		}
 		return items[id], nil
 	}
+	// The value of a sensitive question never comes as an argument, and
+	// no error quotes one.
+	onCommandLine := func(id, flag string) error {
+		return badAnswer(id, "the question is sensitive: its answer is never given as a command-line argument (%s), which stays "+
+			"in your shell history and the process list; use --sensitive-from-file %s=PATH (%s=- reads stdin), or answer at the prompt", flag, id, id)
+	}
 	for _, s := range selects {
 		id, value, ok := strings.Cut(s, "=")
+		if ok && asked[id] != nil && asked[id].Sensitive {
+			return nil, onCommandLine(id, "--select")
+		}
 		if !ok || value == "" {
 			return nil, fmt.Errorf("--select %q: want id=label[,label]", s)
 		}
@@ -268,6 +363,9 @@ func batchFromFlags(q *hitlv1.UserQuestion, selects, customs, skips []string) ([
 	texts := map[string]bool{}
 	for _, s := range customs {
 		id, text, ok := strings.Cut(s, "=")
+		if ok && asked[id] != nil && asked[id].Sensitive {
+			return nil, onCommandLine(id, "--custom")
+		}
 		if !ok {
 			return nil, fmt.Errorf("--custom %q: want id=text", s)
 		}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -79,7 +78,7 @@ func (o *inboxOptions) Run(ctx context.Context) error {
 		who = strings.Join(o.agents, ", ")
 	}
 	fmt.Fprintf(o.streams.ErrOut, "Waiting for questions of %s in namespace %s (Ctrl-C to stop)...\n", who, o.namespace)
-	in := bufio.NewReader(o.streams.In)
+	in := newPrompter(ctx, o.streams.In, o.streams.ErrOut)
 	done := map[string]bool{}
 	for ev := range events {
 		q := ev.Question
@@ -127,7 +126,7 @@ func (o *inboxOptions) voted(ctx context.Context, q *hitlv1.UserQuestion) bool {
 }
 
 // answer holds a claim on q while the person answers, then sends the reply.
-func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *bufio.Reader, q *hitlv1.UserQuestion) error {
+func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *prompter, q *hitlv1.UserQuestion) error {
 	out := o.streams.ErrOut
 	printCard(out, q, nowFunc())
 	if q.Status.State == hitlv1.StateContinued {
@@ -153,7 +152,7 @@ func (o *inboxOptions) answer(ctx context.Context, a *answerer.Answerer, in *buf
 			fmt.Fprintln(out, "\n(the window has closed: your answer will arrive late)")
 		})
 	}
-	answers, err := promptBatch(in, out, q)
+	answers, err := in.batch(q)
 	if err != nil {
 		return err
 	}

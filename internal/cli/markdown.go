@@ -71,6 +71,12 @@ func mdQuestion(w io.Writer, n int, q *hitlv1.Question) {
 		fmt.Fprintf(w, "Asking for permission: %s\n\n", mdText(in.Approval.Subject.Name))
 	}
 	mdDetail(w, q)
+	if s := inputText(q); s != "" {
+		fmt.Fprintf(w, "%s.\n\n", mdText(strings.ToUpper(s[:1])+s[1:]))
+	}
+	if q.Sensitive {
+		fmt.Fprintf(w, "%s.\n\n", mdText(strings.ToUpper(sensitiveText[:1])+sensitiveText[1:]))
+	}
 	for _, o := range q.Options {
 		fmt.Fprintf(w, "- **%s**", mdText(o.Label))
 		if role := optionRole(q, o.Label); role != "" {

@@ -216,6 +216,12 @@ func printQuestion(w io.Writer, q *hitlv1.Question) {
 			fmt.Fprintf(w, "  │ %s\n", line)
 		}
 	}
+	if s := inputText(q); s != "" {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	if q.Sensitive {
+		fmt.Fprintf(w, "  %s\n", sensitiveText)
+	}
 	for i, o := range q.Options {
 		if o.Description != "" {
 			fmt.Fprintf(w, "  %d. %s — %s\n", i+1, o.Label, o.Description)
@@ -226,10 +232,32 @@ func printQuestion(w io.Writer, q *hitlv1.Question) {
 	fmt.Fprintln(w)
 }
 
+// inputText says what free text a question with an input rule takes:
+// "expects an integer from 1 to 10; required". "" for a question without.
+func inputText(q *hitlv1.Question) string {
+	if q.Input == nil {
+		return ""
+	}
+	s := "expects " + answerer.DescribeInput(q.Input)
+	if q.Input.Required {
+		s += "; required"
+	}
+	return s
+}
+
+// sensitiveText is what a card says of a sensitive question.
+const sensitiveText = "sensitive: the answer is sealed for the asking agent; no one else can read it"
+
+// sealedText stands for the answer to a sensitive question, which is shown
+// to no one (its sealed text included).
+const sealedText = "(sensitive answer given)"
+
 // questionKind says how a question is answered: "single choice",
-// "multiple choice" or "free text".
+// "multiple choice", "free text" or "sensitive free text".
 func questionKind(q *hitlv1.Question) string {
 	switch {
+	case q.Sensitive:
+		return "sensitive free text"
 	case len(q.Options) == 0:
 		return "free text"
 	case q.MultiSelect:
@@ -245,9 +273,12 @@ func printAnswers(w io.Writer, answers []hitlv1.AnswerItem) {
 }
 
 // answerText is one answer in words: the labels selected, the custom text
-// quoted (so that it holds no line break), or "(skipped)".
+// quoted (so that it holds no line break), "(sensitive answer given)" for a
+// sealed answer, or "(skipped)".
 func answerText(a hitlv1.AnswerItem) string {
 	switch {
+	case a.Sealed != "":
+		return sealedText
 	case a.Skipped():
 		return "(skipped)"
 	case a.Custom != "" && len(a.Selected) > 0:

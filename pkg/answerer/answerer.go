@@ -28,6 +28,34 @@
 //
 // The runnable example (example_test.go; go doc -http shows it) claims,
 // replies and reads the outcome.
+//
+// # Typed and sensitive answers
+//
+// A question may say what free text it takes (Question.Input: a type such
+// as integer or date, bounds, a pattern, and whether it is required):
+// DescribeInput puts that in words for a prompt, validation.CheckValue
+// checks a value as it is typed, and the items Text, Int, Float, Bool,
+// Date, DateTime, Choose and Skip write a batch's values as the question
+// stores them:
+//
+//	out, err := a.Reply(ctx, q.Name, []hitlv1.AnswerItem{
+//		answerer.Int("replicas", 3),
+//		answerer.Date("when", time.Now().AddDate(0, 0, 1)),
+//	})
+//
+// A sensitive question (Question.Sensitive: an API key, a one-time code)
+// is answered sealed to the asking agent's key (spec.sealingKey, package
+// pkg/sealed), so that the reply, the question's status and everything
+// that reads them hold only a value the agent alone can open. Give its
+// value as free text (Sensitive, or Text): Create checks it against the
+// question's input rule and seals it, for the question it reads, before
+// anything is sent; its errors never hold the value. Seal seals a value
+// for a reply prepared another way, and refuses a question that is not
+// sensitive:
+//
+//	out, err := a.Reply(ctx, q.Name, []hitlv1.AnswerItem{answerer.Sensitive("token", token)})
+//
+// Keep such values out of logs and errors of your own.
 package answerer
 
 import (

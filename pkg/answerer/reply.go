@@ -60,8 +60,13 @@ func (a *Answerer) Reply(ctx context.Context, question string, answers []hitlv1.
 // Create sends a reply the caller built (in the answerer's namespace when
 // it names none) and waits until the controller gives it an outcome.
 //
-// It first checks the batch against the question, so that a BAD_ANSWER
-// (or a missing question, NOT_ANSWERABLE) creates nothing. The reply is
+// It first seals the free text of each sensitive question
+// (Question.Sensitive) to the question's key, as Seal does: the reply
+// sends only the sealed value, and reply.Spec.Answers is replaced by the
+// sealed batch (the caller's slice is left as it was). It then checks the
+// batch against the question, so that a BAD_ANSWER (a sensitive value
+// that breaks its input rule among them, said without the value), or a
+// missing question (NOT_ANSWERABLE), creates nothing. The reply is
 // bound to the question read: its spec.questionRef.uid and, once the
 // controller has written it, spec.questionRef.specDigest (a reply whose
 // digest is not the question's is Rejected, QUESTION_CHANGED, so that a
@@ -97,6 +102,13 @@ func (a *Answerer) Create(ctx context.Context, reply *hitlv1.QuestionReply) (Out
 	if q.Status.SpecDigest != "" {
 		reply.Spec.QuestionRef.SpecDigest = q.Status.SpecDigest
 	}
+	// The free text of a sensitive question is sealed to the question's
+	// key, for the question read, before anything is checked or sent.
+	answers, err := sealAnswers(q, reply.Spec.Answers)
+	if err != nil {
+		return Outcome{}, err
+	}
+	reply.Spec.Answers = answers
 	if err := validation.ValidateAnswers(q.Spec.Questions, reply.Spec.Answers); err != nil {
 		return Outcome{}, err
 	}
