@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
@@ -62,10 +64,18 @@ func holder(p Person) string { return p.Username + " (web)" }
 // bound to the question the card showed (its uid and spec digest), and
 // waits for the controller's outcome. A second vote of the person on a
 // governed question creates nothing either (DUPLICATE_VOTE).
+//
+// The answers of sensitive questions come sealed by the page
+// (static/seal.js) and are passed on as they are; one in the clear is
+// refused, never sealed here: the inbox does not hold such a value.
 func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 	var req replyRequest
 	a, ok := s.answererFor(w, r, p, &req, &req.target)
 	if !ok {
+		return
+	}
+	if err := s.refuseInTheClear(r.Context(), p, &req); err != nil {
+		writeError(w, err)
 		return
 	}
 	reply := &hitlv1.QuestionReply{
@@ -97,6 +107,26 @@ func (s *Server) serveReply(w http.ResponseWriter, r *http.Request, p Person) {
 		res.Explanation = explain(string(out.Reason))
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// refuseInTheClear checks the batch of an ask with sensitive questions
+// before the answerer sees it, which would seal their free text in this
+// process: ValidateAnswers refuses plain text for them (BAD_ANSWER),
+// without the text. A question that is not there is the answerer's to
+// report.
+func (s *Server) refuseInTheClear(ctx context.Context, p Person, req *replyRequest) error {
+	c, err := s.opts.Clients(p)
+	if err != nil {
+		return err
+	}
+	q := &hitlv1.UserQuestion{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, q); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !slices.ContainsFunc(q.Spec.Questions, func(q hitlv1.Question) bool { return q.Sensitive }) {
+		return nil
+	}
+	return validation.ValidateAnswers(q.Spec.Questions, req.Answers)
 }
 
 type claimResponse struct {

@@ -33,6 +33,9 @@ type cardView struct {
 	Questions []questionView
 	// Spec is what the page's validator needs of the questions, as JSON.
 	Spec string
+	// SealingKey is the question's spec.sealingKey, which the page seals
+	// the answers of sensitive questions to.
+	SealingKey string
 	// Decision is "plan" or "approval" when the ask is one question with
 	// that intent: the card then ends in decision buttons.
 	Decision string
@@ -54,8 +57,16 @@ type questionView struct {
 	Kind    string
 	Multi   bool
 	Options []optionView
-	// Skippable: the ask has other questions, so this one may be skipped.
+	// Skippable: the ask has other questions, so this one may be
+	// skipped, and its input does not require an answer.
 	Skippable bool
+	// Required: the question's input.required; it may not be skipped.
+	Required bool
+	// Sensitive: the answer is sealed in the browser (Entry is a password
+	// field).
+	Sensitive bool
+	// Entry is the control of the free-text answer.
+	Entry entryView
 	// Approve is the approving label of a PlanReview or Approval;
 	// Decline are the plan's other options.
 	Approve optionView
@@ -129,10 +140,12 @@ type replyView struct {
 
 // specView is a question as the page's validator reads it.
 type specView struct {
-	ID          string   `json:"id"`
-	Options     []string `json:"options"`
-	MultiSelect bool     `json:"multiSelect"`
-	Approval    bool     `json:"approval"`
+	ID          string              `json:"id"`
+	Options     []string            `json:"options"`
+	MultiSelect bool                `json:"multiSelect"`
+	Approval    bool                `json:"approval"`
+	Input       *hitlv1.AnswerInput `json:"input,omitempty"`
+	Sensitive   bool                `json:"sensitive,omitempty"`
 }
 
 // domID is a safe, stable element id for a question's card.
@@ -154,14 +167,15 @@ func newCard(q *hitlv1.UserQuestion, p Person, locales []string, now time.Time) 
 	id := domID(q)
 	c := cardView{
 		DomID: id, Key: key(q), Order: order(q), Namespace: q.Namespace, Name: q.Name, UID: string(q.UID),
-		Agent: q.Spec.Agent, CallID: q.CallID(), Digest: q.Status.SpecDigest, Status: newStatus(q, p, now),
+		Agent: q.Spec.Agent, CallID: q.CallID(), Digest: q.Status.SpecDigest, SealingKey: q.Spec.SealingKey,
+		Status: newStatus(q, p, now),
 	}
 	specs := make([]specView, 0, len(q.Spec.Questions))
 	for i := range q.Spec.Questions {
 		qq := &q.Spec.Questions[i]
 		c.Questions = append(c.Questions, newQuestion(qq, fmt.Sprintf("%s-q%d", id, i), len(q.Spec.Questions) > 1, locales))
 		s := specView{ID: qq.ID, Options: []string{}, MultiSelect: qq.MultiSelect,
-			Approval: qq.Intent != nil && qq.Intent.Type == hitlv1.IntentApproval}
+			Approval: qq.Intent != nil && qq.Intent.Type == hitlv1.IntentApproval, Input: qq.Input, Sensitive: qq.Sensitive}
 		for _, o := range qq.Options {
 			s.Options = append(s.Options, o.Label)
 		}
@@ -179,9 +193,11 @@ func newCard(q *hitlv1.UserQuestion, p Person, locales []string, now time.Time) 
 }
 
 func newQuestion(q *hitlv1.Question, id string, skippable bool, locales []string) questionView {
+	required := q.Input != nil && q.Input.Required
 	v := questionView{
 		DomID: id, ID: q.ID, Header: q.Header, Text: q.Question, Detail: renderMarkdown(q.Detail),
-		Multi: q.MultiSelect, Skippable: skippable, Kind: "choice",
+		Multi: q.MultiSelect, Skippable: skippable && !required, Required: required, Sensitive: q.Sensitive,
+		Kind: "choice", Entry: newEntry(q, len(q.Options) > 0),
 	}
 	byLabel := map[string]optionView{}
 	for j, o := range q.Options {
@@ -323,6 +339,11 @@ func summary(items []hitlv1.AnswerItem) string {
 		vals = append(vals, a.Selected...)
 		if a.Custom != "" {
 			vals = append(vals, strconv.Quote(a.Custom))
+		}
+		if a.Sealed != "" {
+			// Only the asking agent can open it; its ciphertext says
+			// nothing to a person.
+			vals = append(vals, "sensitive answer given")
 		}
 		if len(vals) == 0 {
 			vals = []string{"(skipped)"}

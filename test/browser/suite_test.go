@@ -9,13 +9,16 @@
 package browser
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,15 +185,28 @@ func (e *env) state(name string) func() hitlv1.QuestionState {
 
 // gate lets a test cut the page's live updates (its event stream) while
 // the rest of the inbox works: what a laptop that lost its connection, or
-// a proxy that dropped the stream, looks like to the page.
+// a proxy that dropped the stream, looks like to the page. It keeps what
+// the page posted too.
 type gate struct {
 	mu      sync.Mutex
 	closed  bool
 	cancels map[*http.Request]context.CancelFunc
+	posted  []string
 	next    http.Handler
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		g.mu.Lock()
+		g.posted = append(g.posted, r.URL.Path+" "+string(body))
+		g.mu.Unlock()
+	}
 	if r.URL.Path != "/events" {
 		g.next.ServeHTTP(w, r)
 		return
@@ -222,6 +238,14 @@ func (g *gate) restore() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed = false
+}
+
+// posts are the page's POST requests so far, each its path, a space and
+// its body.
+func (g *gate) posts() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.posted)
 }
 
 // inbox serves the web inbox as kubectl hitl inbox --web does (the

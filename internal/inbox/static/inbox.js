@@ -1,31 +1,22 @@
 // hitl web inbox: keeps the list of questions live from the server's
 // events, holds a claim while a timed card is open and its person active,
-// checks an answer batch with the rules of pkg/validation, and sends it.
-// No dependencies, no build step: the server embeds this file as is.
+// checks an answer batch with the rules of pkg/validation, seals the
+// answers of sensitive questions (seal.js), and sends it.
+// No dependencies, no build step: the server embeds this file, values.js
+// and seal.js as they are.
 (function () {
   'use strict';
 
-  // ---- The answer-batch rules of pkg/validation (ValidateAnswers) ----
-  // questions: [{id, options: [label], multiSelect, approval}]
-  // answers:   [{id, selected: [label], custom}]
-  // Returns null, or {code, questionID, field, rule, message} where message
-  // reads exactly as the Go error's Error().
+  var goQuote = window.hitlValues.goQuote;
+  var checkValue = window.hitlValues.checkValue;
 
-  // goQuote quotes s as Go's strconv.Quote (%q) does.
-  function goQuote(s) {
-    var out = '"';
-    for (var ch of s) {
-      var c = ch.codePointAt(0);
-      if (ch === '"' || ch === '\\') { out += '\\' + ch; continue; }
-      var esc = {7: '\\a', 8: '\\b', 12: '\\f', 10: '\\n', 13: '\\r', 9: '\\t', 11: '\\v'}[c];
-      if (esc) { out += esc; continue; }
-      if (c === 0x20 || /[\p{L}\p{M}\p{N}\p{P}\p{S}]/u.test(ch)) { out += ch; continue; }
-      if (c < 0x80) { out += '\\x' + c.toString(16).padStart(2, '0'); continue; }
-      if (c < 0x10000) { out += '\\u' + c.toString(16).padStart(4, '0'); continue; }
-      out += '\\U' + c.toString(16).padStart(8, '0');
-    }
-    return out + '"';
-  }
+  // ---- The answer-batch rules of pkg/validation (ValidateAnswers) ----
+  // questions: [{id, options: [label], multiSelect, approval, input, sensitive}]
+  // answers:   [{id, selected: [label], custom, sealed}]
+  // Returns null, or {code, questionID, field, rule, message} where message
+  // reads exactly as the Go error's Error(). The page's own answers may
+  // instead carry plain, the value of a sensitive answer before it is
+  // sealed, which the page checks as the server cannot.
 
   function badAnswer(questionID, field, rule) {
     var msg = 'BAD_ANSWER: ';
@@ -35,7 +26,7 @@
     return {code: 'BAD_ANSWER', questionID: questionID, field: field, rule: rule, message: msg};
   }
 
-  function skipped(a) { return (a.selected || []).length === 0 && !a.custom; }
+  function skipped(a) { return (a.selected || []).length === 0 && !a.custom && !a.sealed && !a.plain; }
 
   function validateItem(q, a, field) {
     var selected = a.selected || [];
@@ -44,6 +35,25 @@
     }
     if (q.options.length === 0 && selected.length > 0) {
       return badAnswer(q.id, field + '.selected', 'the question has no options: answer with custom text or skip it');
+    }
+    if (q.sensitive) {
+      if (selected.length > 0 || a.custom) {
+        return badAnswer(q.id, field,
+          'the question is sensitive: its answer is sealed (sealed), never plain text in selected or custom');
+      }
+    } else if (a.sealed || a.plain) {
+      return badAnswer(q.id, field + '.sealed', 'the question is not sensitive: answer it in selected or custom, not sealed');
+    }
+    if (skipped(a) && q.input && q.input.required) {
+      return badAnswer(q.id, field, 'the question is required (input.required): it may not be skipped');
+    }
+    var why = a.custom ? checkValue(q.input, a.custom) : '';
+    if (why) {
+      return badAnswer(q.id, field + '.custom', why + ' (input.type ' + q.input.type + ')');
+    }
+    why = a.plain ? checkValue(q.input, a.plain, true) : '';
+    if (why) {
+      return badAnswer(q.id, field + '.sealed', why + ' (input.type ' + q.input.type + ')');
     }
     var picked = new Set();
     for (var j = 0; j < selected.length; j++) {
@@ -97,6 +107,31 @@
     return null;
   }
   window.hitlValidateAnswers = validateAnswers;
+
+  // badInput says what a control holds that it cannot make a value of
+  // (its value is then empty): "1e" in a number field, a date half
+  // filled in.
+  var badInput = {
+    number: 'the field does not hold a number (e.g. 42, -1.5, 2e3)',
+    integer: 'the field does not hold an integer (decimal digits, e.g. 42)',
+    date: 'the field does not hold a whole date: fill in its day, month and year',
+    dateTime: 'the field does not hold a whole date and time: fill in each of its parts'
+  };
+
+  // checkControls returns, as validateAnswers does, the first answer
+  // whose control holds no value it can send.
+  function checkControls(questions, answers) {
+    for (var i = 0; i < answers.length; i++) {
+      var a = answers[i];
+      if (a.bad) {
+        var q = questions.find(function (q) { return q.id === a.id; });
+        var type = q && q.input ? q.input.type : '';
+        return badAnswer(a.id, 'spec.answers[' + i + '].custom',
+          (badInput[type] || 'the field does not hold a value') + (type ? ' (input.type ' + type + ')' : ''));
+      }
+    }
+    return null;
+  }
 
   var list = document.querySelector('[data-cards]');
   if (!list) { return; } // loaded for its validator only
@@ -192,8 +227,13 @@
     list.insertBefore(li, before);
     var c = {key: item.key, li: li, rv: item.rv, state: item.state, claim: null, answered: false, done: false, voted: false,
       spec: JSON.parse(li.dataset.spec), namespace: li.dataset.namespace, name: li.dataset.name, uid: li.dataset.uid,
-      digest: li.dataset.digest};
+      digest: li.dataset.digest, sealingKey: li.dataset.sealingKey || ''};
     cards.set(item.key, c);
+    if (!window.hitlSeal.available()) {
+      li.querySelectorAll('fieldset[data-sensitive] [data-field-error]').forEach(function (e) {
+        e.before(el('p', 'problem', noSealing));
+      });
+    }
     return c;
   }
 
@@ -369,7 +409,7 @@
     c.done = true;
     releaseClaim(c);
     c.li.classList.add('done');
-    c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = true; });
+    c.li.querySelectorAll('form input, form textarea, form select, form button').forEach(function (e) { e.disabled = true; });
     c.li.querySelector('[data-hold-wrap]').hidden = true;
     var note = el('p', 'finished', why + ' ');
     var dismiss = el('button', 'link', 'Dismiss');
@@ -460,6 +500,54 @@
   });
 
   // ---- Answers ----
+  var noSealing = 'This browser cannot seal a sensitive answer here: WebCrypto needs a secure context ' +
+    '(the inbox over HTTPS, or on localhost). The answer will not be sent.';
+
+  // entry reads a question's free-text field: {text} as it is sent,
+  // {secret} for a sensitive question (sealed before it is sent, and as
+  // typed: a secret's spaces are part of it), or {bad} when the control
+  // holds what it cannot make a value of.
+  function entry(fs) {
+    var bool = fs.querySelector('[data-bool]:checked');
+    if (bool) { return {text: bool.value}; }
+    var e = fs.querySelector('[data-custom]');
+    if (!e) { return {text: ''}; }
+    if (e.validity && e.validity.badInput) { return {bad: true}; }
+    if (fs.hasAttribute('data-sensitive')) { return {secret: e.value}; }
+    var v = e.value.trim();
+    return {text: e.type === 'datetime-local' && v ? withOffset(v) : v};
+  }
+
+  // withOffset turns a datetime-local value, the person's wall-clock time
+  // ("2026-12-24T18:00", seconds optional), into the RFC 3339 date and
+  // time a dateTime answer is, with seconds and this browser's offset
+  // from UTC at that time ("2026-12-24T18:00:00+01:00"): the agent reads
+  // the instant the person meant, wherever it runs. A value of another
+  // form is left for the check to refuse.
+  function withOffset(v) {
+    var m = /^([0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2})(?::([0-9]{2})(\.[0-9]+)?)?$/.exec(v);
+    if (!m) { return v; }
+    var d = new Date(0);
+    d.setFullYear(+m[1], +m[2] - 1, +m[3]);
+    d.setHours(+m[4], +m[5], +(m[6] || 0), 0);
+    var off = -d.getTimezoneOffset();
+    var abs = Math.abs(off);
+    var pad = function (n) { return String(n).padStart(2, '0'); };
+    return v.slice(0, 16) + ':' + (m[6] || '00') + (m[7] || '') +
+      (off < 0 ? '-' : '+') + pad(Math.floor(abs / 60)) + ':' + pad(abs % 60);
+  }
+
+  // use puts what a question's field holds into its answer.
+  function use(a, typed) {
+    if (typed.bad) {
+      a.bad = true;
+    } else if (typed.secret !== undefined) {
+      a.plain = typed.secret;
+    } else {
+      a.custom = typed.text;
+    }
+  }
+
   function collect(c, submitter) {
     var answers = [];
     c.li.querySelectorAll('fieldset[data-question]').forEach(function (fs) {
@@ -467,38 +555,48 @@
       answers.push(a);
       var skip = fs.querySelector('[data-skip]');
       if (skip && skip.checked) { return; }
-      var custom = fs.querySelector('[data-custom]');
-      var text = custom ? custom.value.trim() : '';
+      var typed = entry(fs);
       var decision = fs.querySelector('[data-decision]');
       if (decision) {
         if (submitter && submitter.dataset.choice !== undefined) {
           a.selected = [submitter.dataset.choice];
         } else if (submitter && submitter.dataset.feedback !== undefined) {
-          a.custom = text;
+          use(a, typed);
         }
         return;
       }
-      switch (fs.dataset.kind) {
-      case 'text':
-        a.custom = text;
+      if (fs.dataset.kind === 'text') {
+        use(a, typed);
         return;
       }
       var other = fs.querySelector('[data-other]');
       fs.querySelectorAll('[data-option]:checked').forEach(function (o) { a.selected.push(o.value); });
-      if (fs.dataset.multi === 'true') {
-        a.custom = text;
-      } else if (other && other.checked) {
-        a.custom = text;
+      if (fs.dataset.multi === 'true' || (other && other.checked)) {
+        use(a, typed);
       }
     });
-    answers.forEach(function (a) { if (!a.custom) { delete a.custom; } });
+    answers.forEach(function (a) {
+      if (!a.custom) { delete a.custom; }
+      if (!a.plain) { delete a.plain; }
+    });
     return answers;
+  }
+
+  // sealAnswers seals the plain values of the sensitive answers: what the
+  // page sends holds only their sealed text.
+  function sealAnswers(c, answers) {
+    return Promise.all(answers.map(function (a) {
+      if (a.plain === undefined) { return a; }
+      var binding = {namespace: c.namespace, question: c.name, uid: c.uid, id: a.id};
+      return window.hitlSeal.seal(c.sealingKey, binding, a.plain).then(function (s) { return {id: a.id, sealed: s}; });
+    }));
   }
 
   function showErrors(c, err) {
     var box = c.li.querySelector('[data-errors]');
     box.textContent = '';
     c.li.querySelectorAll('fieldset[aria-invalid]').forEach(function (f) { f.removeAttribute('aria-invalid'); });
+    c.li.querySelectorAll('[data-field-error]').forEach(function (e) { e.textContent = ''; e.hidden = true; });
     if (!err) { return; }
     box.appendChild(el('p', 'code', err.message));
     if (err.explanation) { box.appendChild(el('p', '', err.explanation)); }
@@ -506,7 +604,11 @@
       c.li.querySelectorAll('fieldset[data-question]').forEach(function (f) {
         if (f.dataset.question === err.questionID) {
           f.setAttribute('aria-invalid', 'true');
-          var input = f.querySelector('input:not([type=hidden]), textarea');
+          // The rule, next to the field it is about.
+          var note = f.querySelector('[data-field-error]');
+          note.textContent = err.rule || err.message;
+          note.hidden = false;
+          var input = f.querySelector('input:not([type=hidden]), textarea, select');
           if (input) { input.focus(); }
         }
       });
@@ -533,37 +635,45 @@
 
   function submit(c, submitter) {
     var answers = collect(c, submitter);
-    var err = validateAnswers(c.spec, answers);
+    var err = checkControls(c.spec, answers) || validateAnswers(c.spec, answers);
+    var unsealable = answers.find(function (a) { return a.plain !== undefined; });
+    if (!err && unsealable && !window.hitlSeal.available()) {
+      err = {questionID: unsealable.id, message: 'Nothing was sent. ' + noSealing};
+    }
     showErrors(c, err);
     if (err) { return; }
     var buttons = c.li.querySelectorAll('form button');
     buttons.forEach(function (b) { b.disabled = true; });
-    c.li.querySelector('[data-outcome]').textContent = 'Sending…';
-    var req = {namespace: c.namespace, name: c.name, uid: c.uid, answers: answers};
-    if (c.digest) { req.specDigest = c.digest; }
-    post('api/reply', req).then(function (r) {
-      c.li.querySelector('[data-outcome]').textContent = '';
-      if (r.status === 200 || r.status === 202) {
-        showOutcome(c, r.body);
-        // Counted: a vote that did not decide its question yet, final and
-        // healthy.
-        var o = r.body.outcome;
-        if (o === 'Applied' || o === 'Queued' || o === 'Counted' || r.status === 202) {
-          c.answered = true;
-          releaseClaim(c);
-          c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = true; });
-          c.li.classList.add('answered');
-          return;
+    var outcome = c.li.querySelector('[data-outcome]');
+    outcome.textContent = 'Sending…';
+    var failed = function (e) {
+      outcome.textContent = '';
+      showErrors(c, {message: e.message + '. Nothing was sent; try again.'});
+      buttons.forEach(function (b) { b.disabled = c.done; });
+    };
+    sealAnswers(c, answers).then(function (items) {
+      var req = {namespace: c.namespace, name: c.name, uid: c.uid, answers: items};
+      if (c.digest) { req.specDigest = c.digest; }
+      post('api/reply', req).then(function (r) {
+        outcome.textContent = '';
+        if (r.status === 200 || r.status === 202) {
+          showOutcome(c, r.body);
+          // Counted: a vote that did not decide its question yet, final and
+          // healthy.
+          var o = r.body.outcome;
+          if (o === 'Applied' || o === 'Queued' || o === 'Counted' || r.status === 202) {
+            c.answered = true;
+            releaseClaim(c);
+            c.li.querySelectorAll('form input, form textarea, form select, form button').forEach(function (e) { e.disabled = true; });
+            c.li.classList.add('answered');
+            return;
+          }
+        } else {
+          showErrors(c, r.body);
         }
-      } else {
-        showErrors(c, r.body);
-      }
-      buttons.forEach(function (b) { b.disabled = c.done; });
-    }, function (e) {
-      c.li.querySelector('[data-outcome]').textContent = '';
-      showErrors(c, {message: 'Sending failed: ' + e.message + '. Nothing was sent; try again.'});
-      buttons.forEach(function (b) { b.disabled = c.done; });
-    });
+        buttons.forEach(function (b) { b.disabled = c.done; });
+      }, function (e) { failed(new Error('Sending failed: ' + e.message)); });
+    }, function (e) { failed(new Error('Your sensitive answer could not be sealed: ' + e.message)); });
   }
 
   function withdraw(c, button) {
@@ -576,7 +686,7 @@
         c.answered = false;
         c.li.classList.remove('answered');
         if (!c.done) {
-          c.li.querySelectorAll('form input, form textarea, form button').forEach(function (e) { e.disabled = false; });
+          c.li.querySelectorAll('form input, form textarea, form select, form button').forEach(function (e) { e.disabled = false; });
         }
         return;
       }
@@ -618,7 +728,7 @@
       if (c && c.claim) { c.claim.hold = t.checked; showClaim(c); }
     }
     if (t.matches('[data-skip]')) {
-      t.closest('fieldset').querySelectorAll('input:not([data-skip]), textarea').forEach(function (e) {
+      t.closest('fieldset').querySelectorAll('input:not([data-skip]), textarea, select').forEach(function (e) {
         e.disabled = t.checked;
       });
     }
