@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/pkg/sealed"
@@ -80,12 +81,7 @@ func fuzzedValues(r *rand.Rand, in *hitlv1.AnswerInput, seed string, n int) (bad
 // by the webhook where it runs and by the controller in every mode.
 var typedCases = []admissionCase{
 	{name: "each input type refuses fuzzed values the oracle refuses, with BAD_ANSWER naming the question, and stores one that fits as given", run: func(s *scene) {
-		bot := s.serviceAccount(s.ns, "release-bot", nil)
-		s.bind(agentRole, serviceAccountSubject(s.ns, "release-bot"))
-		alice := s.user("alice", "answerers")
-		s.bind(answererRole, userSubject("alice"))
-		s.awaitAllowed(bot, mayAsk)
-		s.awaitAllowed(alice, mayReply, mayAnswerAs("release-bot"))
+		bot, alice := askerAndAnswerer(s)
 
 		seed := GinkgoRandomSeed()
 		r := rand.New(rand.NewPCG(uint64(seed), uint64(len(s.mode.String()))))
@@ -114,12 +110,7 @@ var typedCases = []admissionCase{
 	}},
 
 	{name: "a required question may not be skipped", run: func(s *scene) {
-		bot := s.serviceAccount(s.ns, "release-bot", nil)
-		s.bind(agentRole, serviceAccountSubject(s.ns, "release-bot"))
-		alice := s.user("alice", "answerers")
-		s.bind(answererRole, userSubject("alice"))
-		s.awaitAllowed(bot, mayAsk)
-		s.awaitAllowed(alice, mayReply, mayAnswerAs("release-bot"))
+		bot, alice := askerAndAnswerer(s)
 
 		q := s.question("release-bot")
 		q.Spec.Questions = append(q.Spec.Questions, hitlv1.Question{ID: "replicas", Question: "How many?",
@@ -138,12 +129,7 @@ var typedCases = []admissionCase{
 	}},
 
 	{name: "a sensitive answer is refused in the clear and settles sealed: only the asking agent's key opens it", run: func(s *scene) {
-		bot := s.serviceAccount(s.ns, "release-bot", nil)
-		s.bind(agentRole, serviceAccountSubject(s.ns, "release-bot"))
-		alice := s.user("alice", "answerers")
-		s.bind(answererRole, userSubject("alice"))
-		s.awaitAllowed(bot, mayAsk)
-		s.awaitAllowed(alice, mayReply, mayAnswerAs("release-bot"))
+		bot, alice := askerAndAnswerer(s)
 		key, err := sealed.NewKey()
 		Expect(err).NotTo(HaveOccurred())
 
@@ -198,6 +184,19 @@ var typedCases = []admissionCase{
 		q.Spec.Questions = []hitlv1.Question{{ID: "q", Question: "?", Input: &hitlv1.AnswerInput{Type: hitlv1.InputString, Pattern: "(unclosed"}}}
 		Expect(bot.Create(ctx, q)).NotTo(Succeed(), "a pattern that is no regular expression is refused")
 	}},
+}
+
+// askerAndAnswerer are the agent release-bot's ServiceAccount and alice,
+// who may answer it, with the roles hitl ships.
+func askerAndAnswerer(s *scene) (bot, alice client.Client) {
+	GinkgoHelper()
+	bot = s.serviceAccount(s.ns, "release-bot", nil)
+	s.bind(agentRole, serviceAccountSubject(s.ns, "release-bot"))
+	alice = s.user("alice", "answerers")
+	s.bind(answererRole, userSubject("alice"))
+	s.awaitAllowed(bot, mayAsk)
+	s.awaitAllowed(alice, mayReply, mayAnswerAs("release-bot"))
+	return bot, alice
 }
 
 // typedReply is a reply to q with the items given.

@@ -2,6 +2,7 @@ package browser
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
@@ -96,17 +97,25 @@ func TestThePagesCheckerIsPkgValidation(t *testing.T) {
 		}
 		cases, want = append(cases, jsCase{specs, answers}), append(want, msg)
 	}
+	refused := sameVerdicts(e, tab, cases, want)
+	e.g.Expect(refused).To(BeNumerically(">", 100), "the cases break rules")
+	e.g.Expect(len(want)-refused).To(BeNumerically(">", 20), "and keep them")
+}
+
+// sameVerdicts runs the page's batch checker on cases and expects Go's
+// verdicts, want (a message, or "" for a valid batch); it returns how many
+// cases were refused.
+func sameVerdicts[C any](e *env, tab context.Context, cases []C, want []string) (refused int) {
+	e.t.Helper()
 	var buf bytes.Buffer
 	e.g.Expect(json.NewEncoder(&buf).Encode(cases)).To(Succeed())
 	got := eval[[]string](e, tab, `(`+strings.TrimSpace(buf.String())+`).map(c => { const err = window.hitlValidateAnswers(c.questions, c.answers); return err ? err.message : ""; })`)
 	e.g.Expect(got).To(HaveLen(len(want)))
-	refused := 0
 	for i := range want {
 		e.g.Expect(got[i]).To(Equal(want[i]), "case %d: %+v", i, cases[i])
 		if want[i] != "" {
 			refused++
 		}
 	}
-	e.g.Expect(refused).To(BeNumerically(">", 100), "the cases break rules")
-	e.g.Expect(len(want)-refused).To(BeNumerically(">", 20), "and keep them")
+	return refused
 }
