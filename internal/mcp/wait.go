@@ -51,7 +51,8 @@ func create(ctx context.Context, a *agent.Agent, r agent.Request, timeout *time.
 // await waits until the agent's question name leaves Open and returns it as
 // the tools do (result), or, when the call has waited its max wait since
 // start, returns it still waiting. A call whose context ends first leaves
-// the question as it is, or cancels it (ended).
+// the question as it is, or cancels it (ended). The calls of an agent wait
+// through one shared watch of its questions (watch.go).
 func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name string, start time.Time) (AskResult, string, error) {
 	wctx := ctx
 	if s.opts.MaxWait > 0 {
@@ -59,7 +60,7 @@ func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name stri
 		wctx, cancel = context.WithDeadline(ctx, start.Add(s.opts.MaxWait))
 		defer cancel()
 	}
-	q, err := a.Wait(wctx, name, (*hitlv1.UserQuestion).LeftOpen)
+	q, err := wait(wctx, c, name)
 	switch {
 	case err == nil:
 		return result(q)
