@@ -90,7 +90,7 @@ func Start(ctx context.Context, o Options) (*Stream, error) {
 	})
 	lw.SetStore(inf.GetStore())
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		if ctx.Err() == nil && o.StopOnRefusal && refused(err) {
+		if ctx.Err() == nil && o.StopOnRefusal && Refused(err) {
 			s.fail(err)
 		}
 	}); err != nil {
@@ -168,10 +168,10 @@ func (s *Stream) fail(err error) {
 	s.stop()
 }
 
-// refused reports whether the API server refused a request for good,
+// Refused reports whether the API server refused a request for good,
 // rather than being unreachable, overloaded, failing, or past the
 // resourceVersion asked for (which the Reflector handles by listing again).
-func refused(err error) bool {
+func Refused(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return false

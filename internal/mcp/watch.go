@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime/pprof"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +20,7 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/api/v1alpha1/validation"
+	"github.com/hitl-dev/hitl/internal/follow"
 	"github.com/hitl-dev/hitl/internal/rewatch"
 )
 
@@ -255,7 +254,7 @@ func (r *registry) start(key watchKey, c client.WithWatch) *watcher {
 	// Neither fails on an informer not yet started.
 	_ = inf.SetTransform(slim)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		if ctx.Err() == nil && refused(err) {
+		if ctx.Err() == nil && follow.Refused(err) {
 			r.fail(w, fmt.Errorf("following the questions of agent %s in %s: %w", key.agent, key.namespace, validation.FromAPIError(err)))
 		}
 	})
@@ -377,19 +376,6 @@ func wait(ctx context.Context, c *Caller, name string) (*hitlv1.UserQuestion, er
 func missing(c *Caller, name string) error {
 	return &validation.Error{Code: hitlv1.CodeNotAnswerable, Field: "question",
 		Rule: fmt.Sprintf("question %s of agent %s does not exist in namespace %s", name, c.Agent, c.Namespace)}
-}
-
-// refused reports whether the API server refused a request for good,
-// rather than being unreachable, overloaded, failing, or past the
-// resourceVersion asked for (which the Reflector handles by listing again).
-func refused(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	return !(apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err))
 }
 
 // questionsLW lists and watches the questions of one agent.
