@@ -241,18 +241,22 @@ func unavailable(err error) bool {
 // a watch asked for.
 func gone(err error) bool { return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) }
 
-// note records what a delivered event leaves in the Reflector's store.
-func (l *ListWatch) note(ev watch.Event) {
+// eventKey is the store key of an event that changes the Reflector's
+// store; ok is false for any other event.
+func eventKey(ev watch.Event) (key string, ok bool) {
 	if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
-		return
+		return "", false
 	}
 	key, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(ev.Object)
-	if err != nil {
-		return
-	}
+	return key, err == nil
+}
+
+// note records what a delivered event (of type t, for the object under
+// key) leaves in the Reflector's store.
+func (l *ListWatch) note(t watch.EventType, key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ev.Type == watch.Deleted {
+	if t == watch.Deleted {
 		delete(l.keys, key)
 	} else {
 		l.keys[key] = struct{}{}
@@ -407,20 +411,35 @@ func (s *stream) forward(w watch.Interface) end {
 	}
 }
 
-// deliver passes ev on to the Reflector.
+// deliver passes ev on to the Reflector. What it notes of the event is
+// read before: once delivered, the object belongs to the informer, whose
+// transform may change it.
 func (s *stream) deliver(ev watch.Event) bool {
+	var (
+		rv, key               string
+		hasMeta, keyed, ended bool
+	)
+	if ev.Type != watch.Error {
+		if m, err := meta.Accessor(ev.Object); err == nil {
+			hasMeta, rv = true, m.GetResourceVersion()
+			ended = ev.Type == watch.Bookmark && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+		}
+		key, keyed = eventKey(ev)
+	}
 	select {
 	case <-s.ctx.Done():
 		return false
 	case s.out <- ev:
 	}
-	s.l.note(ev)
+	if keyed {
+		s.l.note(ev.Type, key)
+	}
 	if ev.Type == watch.Error {
 		return true
 	}
-	if m, err := meta.Accessor(ev.Object); err == nil {
-		s.rv = m.GetResourceVersion()
-		if ev.Type == watch.Bookmark && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+	if hasMeta {
+		s.rv = rv
+		if ended {
 			s.initial = false
 		}
 	}
