@@ -8,20 +8,29 @@
 // asks as the agent named after it, in its namespace. With --tls-cert-file
 // and --tls-key-file it serves HTTPS, which it needs outside a service mesh
 // that encrypts traffic between pods: the tokens travel in every request.
+//
+// Sensitive questions are sealed to the server's key: a new one per
+// process, or, with --sealing-key-file, the one that file holds (created
+// when missing), so that their answers still open after a restart.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hitlmcp "github.com/hitl-dev/hitl/internal/mcp"
+	"github.com/hitl-dev/hitl/pkg/sealed"
 )
 
 func main() {
@@ -37,6 +46,7 @@ func main() {
 		idle     = flag.Duration("session-idle-timeout", hitlmcp.DefaultSessionTimeout, "how long an MCP session may have no request in progress before the server closes it (negative: never)")
 		certFile = flag.String("tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); with --tls-key-file. Without both, plain HTTP")
 		keyFile  = flag.String("tls-key-file", "", "the PEM private key of --tls-cert-file")
+		sealing  = flag.String("sealing-key-file", "", "the file holding the private key sensitive answers are sealed to, created (mode 0600) when missing, so that they still open after a restart; give every replica the same file. Without it, a new key per process")
 	)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -48,11 +58,24 @@ func main() {
 		os.Exit(2)
 	}
 
+	key, created, err := sealingKey(*sealing)
+	if err != nil {
+		log.Error(err, "Unable to read the sealing key", "file", *sealing)
+		os.Exit(1)
+	}
+	switch {
+	case *sealing == "":
+		log.Info("Sealing sensitive questions to a key of this process: their answers do not open after a restart (--sealing-key-file)")
+	case created:
+		log.Info("Created the sealing key", "file", *sealing)
+	}
+
 	ctx := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{
-		Options:        hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, MaxWait: *maxWait, Context: ctx},
+		Options: hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, MaxWait: *maxWait, Context: ctx,
+			SealingKey: key, Logger: slog.New(zapLevels{logr.ToSlogHandler(log)})},
 		Config:         cfg,
 		Audience:       *audience,
 		SessionTimeout: *idle,
@@ -96,3 +119,74 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// sealingKey reads the sealing key of path (sealed.Key.Bytes), or makes it
+// and writes it there (mode 0600) when the file does not exist; with no
+// path, a new key kept in memory only.
+func sealingKey(path string) (key *sealed.Key, created bool, err error) {
+	if path == "" {
+		key, err = sealed.NewKey()
+		return key, false, err
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if key, err = sealed.NewKey(); err != nil {
+			return nil, false, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			// Another process made it first: use that one, once written.
+			for range 20 {
+				if data, err := os.ReadFile(path); err != nil || len(data) > 0 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return sealingKey(path)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		_, err = f.Write(key.Bytes())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(path)
+			return nil, false, fmt.Errorf("writing %s: %w", path, err)
+		}
+		return key, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	key, err = sealed.ParseKey(data)
+	return key, false, err
+}
+
+// zapLevels hands slog's debug records to the logr logger at V(1), the
+// level --zap-log-level=debug enables (logr's bridge makes slog's debug
+// V(4)).
+type zapLevels struct{ slog.Handler }
+
+func v1(l slog.Level) slog.Level {
+	if l < slog.LevelInfo {
+		return slog.LevelInfo - 1
+	}
+	return l
+}
+
+func (h zapLevels) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, v1(l))
+}
+
+func (h zapLevels) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = v1(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h zapLevels) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return zapLevels{h.Handler.WithAttrs(attrs)}
+}
+
+func (h zapLevels) WithGroup(name string) slog.Handler { return zapLevels{h.Handler.WithGroup(name)} }

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"regexp"
 	"runtime/debug"
@@ -37,9 +38,11 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hitl-dev/hitl/pkg/agent"
+	"github.com/hitl-dev/hitl/pkg/sealed"
 )
 
 // Codes of this server's own tool errors, beside the specification's codes.
@@ -120,6 +123,18 @@ type Options struct {
 	// progress end, and a waiting one cancels its question unless
 	// KeepOnDisconnect is set. Use Server.Wait to let them finish.
 	Context context.Context
+	// SealingKey is the key the server's sensitive questions are sealed
+	// to (spec.sealingKey), for every caller, and that opens their
+	// answers. Nil means a key New makes and keeps in memory only: the
+	// answers to questions asked before the process restarted then no
+	// longer open. Give the same key to every replica that may serve a
+	// caller's wait_for_answer.
+	SealingKey *sealed.Key
+	// Logger receives the server's log, and the MCP SDK's (below
+	// warnings at debug level): at debug level, every tool call's tool,
+	// outcome and duration, and a failed call's error text, never an
+	// argument or a result. Nil discards it.
+	Logger *slog.Logger
 }
 
 // Server holds the tools' state: who calls act as, and the waits each
@@ -148,6 +163,14 @@ func New(callers CallerFunc, o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if o.SealingKey == nil {
+		// crypto/rand does not fail; were it to, the Agents make their
+		// own keys (per call) and sensitive answers open only within it.
+		o.SealingKey, _ = sealed.NewKey()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Server{callers: callers, opts: o, waits: map[string]int{}}
 }
 
@@ -163,10 +186,11 @@ func (s *Server) MCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hitl", Title: "hitl: ask people", Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{},
+		Logger:       slog.New(sdkLevels{s.opts.Logger.Handler()}),
 	})
 	addTool(s, srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription + s.maxWaitNote()}, s.ask)
 	addTool(s, srv, &mcp.Tool{Name: "wait_for_answer", Title: "Wait for the answer", Description: waitDescription + s.maxWaitNote(),
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, s.waitFor)
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, s.waitTyped)
 	addTool(s, srv, &mcp.Tool{Name: "list_questions", Title: "List my questions", Description: listDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.list)
 	addTool(s, srv, &mcp.Tool{Name: "get_queued_replies", Title: "Late replies", Description: queuedDescription,
@@ -184,10 +208,16 @@ a late answer as a new turn. A tool call you cancel leaves its question open; ca
 
 const askDescription = `Ask one or more people-facing questions and wait for the answer.
 Each question has an id, the question text, an optional short header, optional detail (markdown),
-and optional options [{label, description}] (single-select unless multiSelect; a free-text answer comes as "custom").
+and optional options [{label, description, value}] (single-select unless multiSelect; a free-text answer comes as "custom").
+A question may type its answer with "input", in hitl's form ({"type": "integer", "minimum": 1, "maximum": 10},
+types string, number, integer, boolean, date, dateTime, email, uri) or as an MCP elicitation primitive schema
+({"type": "string", "format": "date-time"}, {"type": "number", "minimum": 0.5}, {"type": "boolean"},
+{"type": "string", "oneOf": [{"const": "eu-1", "title": "Europe"}]}, {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}).
+Every answer then carries "value": a number, a boolean, a string, or the selected options' values (an array for multi-select).
+"sensitive": true marks a secret (free text only): it is sealed to this server, and only this tool's result holds it in the clear.
 Without timeout the question waits until a person answers. With timeout (e.g. "30s") it returns
 {"pending": true, "callID": ...} when the window closes unanswered; the question stays answerable
-and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom}]}.
+and a late answer arrives through get_queued_replies. Returns {"answers": [{id, selected, custom, value}]}.
 A call waits only so long: then it returns {"waiting": true, "question": ..., "callID": ...}; nobody has
 answered yet, the question stays open (its window, if any, still runs): call wait_for_answer with that
 callID and question to keep waiting, or cancel_question to withdraw it.
@@ -239,6 +269,16 @@ func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In,
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 		s.calls.Add(1)
 		defer s.calls.Done()
+		start := time.Now()
+		// The log has the tool, the outcome and an error's text: never the
+		// arguments or the result, which may hold a sensitive answer.
+		defer func() {
+			if res == nil || res.IsError {
+				s.opts.Logger.Debug("Tool call failed", "tool", t.Name, "duration", time.Since(start), "error", errorText(res))
+				return
+			}
+			s.opts.Logger.Debug("Tool call", "tool", t.Name, "duration", time.Since(start))
+		}()
 		if s.opts.Context != nil {
 			var cancel context.CancelCauseFunc
 			ctx, cancel = context.WithCancelCause(ctx)
@@ -247,6 +287,7 @@ func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In,
 		}
 		defer func() {
 			if r := recover(); r != nil {
+				s.opts.Logger.Error("Tool call panicked", "tool", t.Name)
 				res = toolError(fmt.Errorf("%s: the server failed handling %s: %v\n%s", CodeInternal, t.Name, r, debug.Stack()))
 			}
 		}()
@@ -262,13 +303,83 @@ func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In,
 	})
 }
 
+// sdkLevels logs the MCP SDK's records below warnings (sessions connected,
+// initialized, disconnected: one each per HTTP session) at debug level.
+type sdkLevels struct{ slog.Handler }
+
+func quieter(l slog.Level) slog.Level {
+	if l < slog.LevelWarn {
+		return slog.LevelDebug
+	}
+	return l
+}
+
+func (h sdkLevels) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, quieter(l))
+}
+
+func (h sdkLevels) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = quieter(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h sdkLevels) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return sdkLevels{h.Handler.WithAttrs(attrs)}
+}
+
+func (h sdkLevels) WithGroup(name string) slog.Handler { return sdkLevels{h.Handler.WithGroup(name)} }
+
+// errorText is a tool error's first line (an INTERNAL error's stack left
+// out).
+func errorText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			first, _, _ := strings.Cut(t.Text, "\n")
+			return first
+		}
+	}
+	return ""
+}
+
 func mustSchema[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: schemaTypes()})
 	if err != nil {
 		panic(fmt.Sprintf("the schema of %T: %v", *new(T), err))
 	}
 	return s
 }
+
+// schemaTypes are the schemas of the types whose JSON is not their Go
+// structure: a bound (a number, or a number as a string), an
+// IntOrString (an integer or a string), and a question's input, whose
+// type and format take only the values hitl maps. jsonschema.For clones
+// them.
+var schemaTypes = sync.OnceValue(func() map[reflect.Type]*jsonschema.Schema {
+	types := map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[Bound]():              {Types: []string{"number", "string"}},
+		reflect.TypeFor[intstr.IntOrString](): {Types: []string{"integer", "string"}},
+	}
+	input, err := jsonschema.For[Input](&jsonschema.ForOptions{TypeSchemas: types})
+	if err != nil {
+		panic(fmt.Sprintf("the schema of an input: %v", err))
+	}
+	enum := func(values ...string) []any {
+		out := make([]any, 0, len(values))
+		for _, v := range values {
+			out = append(out, v)
+		}
+		return out
+	}
+	input.Properties["type"].Enum = enum("string", "number", "integer", "boolean", "date", "dateTime", "email", "uri", "array")
+	input.Properties["format"].Enum = enum("email", "uri", "date", "date-time")
+	items := input.Properties["items"]
+	items.Properties["type"].Enum = enum("string")
+	types[reflect.TypeFor[Input]()] = input
+	return types
+})
 
 // required drops "null" from the types of an input schema's properties
 // (nil slices and maps): an argument is either given, or left out.
@@ -308,18 +419,42 @@ func decode(raw json.RawMessage, in any) error {
 	if err == nil {
 		return nil
 	}
+	return decodeError(raw, err, "")
+}
+
+// decodeError is the BAD_ARGUMENTS error of err, from decoding raw, the
+// value of the argument at path prefix ("" for the arguments themselves,
+// e.g. "questions[0].input" for a question's input, which decodes on its
+// own: see Input.UnmarshalJSON).
+func decodeError(raw json.RawMessage, err error, prefix string) error {
+	under := func(field string) string {
+		switch {
+		case prefix == "":
+			return field
+		case field == "":
+			return prefix
+		}
+		return prefix + "." + field
+	}
 	var typ *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &typ) && typ.Field == "":
+	case errors.As(err, &typ) && typ.Field == "" && prefix == "":
 		return fmt.Errorf("%s: the arguments must be a JSON object, not a JSON %s (arguments)", CodeBadArguments, typ.Value)
 	case errors.As(err, &typ):
-		field := fieldPath(raw, typ)
+		field := prefix
+		if typ.Field != "" {
+			field = under(fieldPath(raw, typ))
+		}
 		return fmt.Errorf("%s: %s must be %s, not a JSON %s (%s)", CodeBadArguments, field, jsonType(typ.Type.String()), typ.Value, field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return fmt.Errorf("%s: unknown argument %s: see the tool's input schema (%s)", CodeBadArguments, field, strings.Trim(field, `"`))
+		return fmt.Errorf("%s: unknown argument %s: see the tool's input schema (%s)", CodeBadArguments, field, under(strings.Trim(field, `"`)))
 	default:
-		return fmt.Errorf("%s: the arguments do not decode: %v (arguments)", CodeBadArguments, err)
+		where := prefix
+		if where == "" {
+			where = "arguments"
+		}
+		return fmt.Errorf("%s: the arguments do not decode: %v (%s)", CodeBadArguments, err, where)
 	}
 }
 
@@ -426,7 +561,13 @@ func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (*Caller,
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, agent.New(c.Client, c.Namespace, c.Agent), nil
+	a := agent.New(c.Client, c.Namespace, c.Agent)
+	if s.opts.SealingKey != nil {
+		// One key for the process: an answer to a question asked by one
+		// call opens in any later call (wait_for_answer, admit_reply).
+		a.UseSealingKey(s.opts.SealingKey)
+	}
+	return c, a, nil
 }
 
 // acquire takes one of key's waits, or fails with TOO_MANY_WAITS.

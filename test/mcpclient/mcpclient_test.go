@@ -4,7 +4,8 @@
 // with its default request options (a 60-second timeout), asks through the
 // hitl-mcp binary and follows the continuation docs/mcp.md documents
 // (wait_for_answer while the result says waiting) until a person answers,
-// 70 seconds after the ask.
+// 70 seconds after the ask; then it asks a question typed with an MCP
+// elicitation schema, answered at once, and reads its value as a number.
 //
 // Everything runs as it ships: localcp's control plane with the default
 // install's admission, the manager binary as its ServiceAccount, hitl-mcp
@@ -39,8 +40,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -101,6 +104,12 @@ func TestTypeScriptClientOutlivesItsTimeout(t *testing.T) {
 	g.Expect(w.alice.Create(ctx, reply)).To(Succeed(), "alice answers, as hitl-answerer")
 	t.Logf("alice answered %s after the ask", time.Since(askedAt).Round(time.Millisecond))
 
+	// The typed ask that follows, answered as soon as it is asked.
+	typed := w.askedCall(ctx, t, callID+"-typed", report)
+	g.Expect(typed.Spec.Questions[0].Input).To(Equal(&hitlv1.AnswerInput{Type: hitlv1.InputInteger,
+		Minimum: ptr.To(intstr.FromInt32(1)), Maximum: ptr.To(intstr.FromInt32(10))}), "the elicitation schema, as hitl's input")
+	g.Expect(w.alice.Create(ctx, Reply(typed.Name+"-alice", namespace, typed.Name).AnsweredBy("alice").Custom("replicas", "3").Obj())).To(Succeed())
+
 	select {
 	case err := <-exited:
 		g.Expect(err).NotTo(HaveOccurred(), report())
@@ -137,6 +146,11 @@ func TestTypeScriptClientOutlivesItsTimeout(t *testing.T) {
 		}
 	}
 	g.Expect(out.done).To(Equal(result{Question: q.Name, CallID: callID, Answers: []hitlv1.AnswerItem{{ID: "env", Selected: []string{"prod"}}}}))
+	// The SDK took the typed results as fitting the tools' output
+	// schemas (or the client would have failed), and the value is a
+	// number.
+	g.Expect(out.typed).To(Equal(typedValue{Question: typed.Name, Value: 3, ValueType: "number"}), report())
+	t.Logf("the typed ask returned its value after %s", time.Duration(out.typedMs)*time.Millisecond)
 
 	// Settled by alice's reply, and never cancelled on the way.
 	settled := &hitlv1.UserQuestion{}
@@ -362,6 +376,12 @@ func (w *world) bind(ctx context.Context, t *testing.T, ns string, role rbacv1.R
 // asked waits until the agent's question of callID exists.
 func (w *world) asked(ctx context.Context, t *testing.T, report func() string) *hitlv1.UserQuestion {
 	t.Helper()
+	return w.askedCall(ctx, t, callID, report)
+}
+
+// askedCall waits until the agent's question of id exists.
+func (w *world) askedCall(ctx context.Context, t *testing.T, id string, report func() string) *hitlv1.UserQuestion {
+	t.Helper()
 	var q *hitlv1.UserQuestion
 	NewWithT(t).Eventually(func() bool {
 		l := &hitlv1.UserQuestionList{}
@@ -369,7 +389,7 @@ func (w *world) asked(ctx context.Context, t *testing.T, report func() string) *
 			return false
 		}
 		for i := range l.Items {
-			if l.Items[i].CallID() == callID {
+			if l.Items[i].CallID() == id {
 				q = &l.Items[i]
 			}
 		}
@@ -436,12 +456,21 @@ type call struct {
 	Text    string `json:"text"`
 }
 
+// typedValue is the line client.mjs prints last: the typed ask's value.
+type typedValue struct {
+	Question  string  `json:"question"`
+	Value     float64 `json:"value"`
+	ValueType string  `json:"valueType"`
+}
+
 // output is what client.mjs printed.
 type output struct {
 	defaultTimeout int
 	tools          []string
 	calls          []call
 	done           result
+	typed          typedValue
+	typedMs        int64
 }
 
 func parse(t *testing.T, stdout string) output {
@@ -453,6 +482,8 @@ func parse(t *testing.T, stdout string) output {
 			Tools            []string `json:"tools"`
 			Call             string   `json:"call"`
 			Done             bool     `json:"done"`
+			TypedCall        string   `json:"typedCall"`
+			Typed            bool     `json:"typed"`
 		}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("client line %q: %v", line, err)
@@ -469,6 +500,13 @@ func parse(t *testing.T, stdout string) output {
 			out.calls = append(out.calls, c)
 		case l.Done:
 			err = json.Unmarshal([]byte(line), &out.done)
+		case l.Typed:
+			err = json.Unmarshal([]byte(line), &out.typed)
+		case l.TypedCall != "":
+			// The typed ask's calls: the SDK checked their results.
+			var c call
+			err = json.Unmarshal([]byte(line), &c)
+			out.typedMs += c.Ms
 		}
 		if err != nil {
 			t.Fatalf("client line %q: %v", line, err)
