@@ -66,7 +66,10 @@ func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name stri
 		return result(q)
 	case ctx.Err() != nil:
 		return s.ended(ctx, c, a, name)
-	case wctx.Err() == nil:
+	case wctx.Err() == nil && !nearDeadline(wctx):
+		// A read refused just before the maximum wait (the client's rate
+		// limiter refuses a wait that would pass its deadline) is the wait
+		// ending, not a failure.
 		return AskResult{}, "", err
 	}
 	// Read once more: an answer that came at the last moment is returned,
@@ -78,6 +81,12 @@ func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name stri
 		return result(q)
 	}
 	return s.waiting(q)
+}
+
+// nearDeadline reports whether ctx ends within a second.
+func nearDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < time.Second
 }
 
 // ended is what a call whose context ended while it waited does with its
