@@ -75,7 +75,7 @@ func main() {
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	h, err := hitlmcp.NewHTTPHandler(hitlmcp.HTTPOptions{
 		Options: hitlmcp.Options{MaxWaits: *maxWaits, ProgressInterval: *progress, MaxWait: *maxWait, Context: ctx,
-			SealingKey: key, Logger: slog.New(zapLevels{logr.ToSlogHandler(log)})},
+			SealingKey: key, Logger: slog.New(hitlmcp.Relevel{Handler: logr.ToSlogHandler(log), Map: v1})},
 		Config:         cfg,
 		Audience:       *audience,
 		SessionTimeout: *idle,
@@ -164,29 +164,12 @@ func sealingKey(path string) (key *sealed.Key, created bool, err error) {
 	return key, false, err
 }
 
-// zapLevels hands slog's debug records to the logr logger at V(1), the
+// v1 hands slog's debug records to the logr logger at V(1), the
 // level --zap-log-level=debug enables (logr's bridge makes slog's debug
 // V(4)).
-type zapLevels struct{ slog.Handler }
-
 func v1(l slog.Level) slog.Level {
 	if l < slog.LevelInfo {
 		return slog.LevelInfo - 1
 	}
 	return l
 }
-
-func (h zapLevels) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, v1(l))
-}
-
-func (h zapLevels) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = v1(r.Level)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h zapLevels) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return zapLevels{h.Handler.WithAttrs(attrs)}
-}
-
-func (h zapLevels) WithGroup(name string) slog.Handler { return zapLevels{h.Handler.WithGroup(name)} }

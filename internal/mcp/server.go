@@ -186,7 +186,7 @@ func (s *Server) MCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hitl", Title: "hitl: ask people", Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{},
-		Logger:       slog.New(sdkLevels{s.opts.Logger.Handler()}),
+		Logger:       slog.New(Relevel{s.opts.Logger.Handler(), quieter}),
 	})
 	addTool(s, srv, &mcp.Tool{Name: "ask_user_question", Title: "Ask a person", Description: askDescription + s.maxWaitNote()}, s.ask)
 	addTool(s, srv, &mcp.Tool{Name: "wait_for_answer", Title: "Wait for the answer", Description: waitDescription + s.maxWaitNote(),
@@ -303,31 +303,37 @@ func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h handler[In,
 	})
 }
 
-// sdkLevels logs the MCP SDK's records below warnings (sessions connected,
-// initialized, disconnected: one each per HTTP session) at debug level.
-type sdkLevels struct{ slog.Handler }
+// Relevel is a slog handler that logs every record at the level Map
+// gives it: hitl-mcp hands debug records to zap at V(1), and the server
+// logs the MCP SDK's chatter below warnings at debug.
+type Relevel struct {
+	slog.Handler
+	Map func(slog.Level) slog.Level
+}
 
+func (h Relevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, h.Map(l))
+}
+
+func (h Relevel) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = h.Map(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h Relevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return Relevel{h.Handler.WithAttrs(attrs), h.Map}
+}
+
+func (h Relevel) WithGroup(name string) slog.Handler { return Relevel{h.Handler.WithGroup(name), h.Map} }
+
+// quieter logs the MCP SDK's records below warnings (sessions connected,
+// initialized, disconnected: one each per HTTP session) at debug level.
 func quieter(l slog.Level) slog.Level {
 	if l < slog.LevelWarn {
 		return slog.LevelDebug
 	}
 	return l
 }
-
-func (h sdkLevels) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, quieter(l))
-}
-
-func (h sdkLevels) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = quieter(r.Level)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h sdkLevels) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return sdkLevels{h.Handler.WithAttrs(attrs)}
-}
-
-func (h sdkLevels) WithGroup(name string) slog.Handler { return sdkLevels{h.Handler.WithGroup(name)} }
 
 // errorText is a tool error's first line (an INTERNAL error's stack left
 // out).
