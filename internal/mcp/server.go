@@ -324,7 +324,9 @@ func (h Relevel) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return Relevel{h.Handler.WithAttrs(attrs), h.Map}
 }
 
-func (h Relevel) WithGroup(name string) slog.Handler { return Relevel{h.Handler.WithGroup(name), h.Map} }
+func (h Relevel) WithGroup(name string) slog.Handler {
+	return Relevel{h.Handler.WithGroup(name), h.Map}
+}
 
 // quieter logs the MCP SDK's records below warnings (sessions connected,
 // initialized, disconnected: one each per HTTP session) at debug level.

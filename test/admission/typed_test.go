@@ -167,12 +167,12 @@ var typedCases = []admissionCase{
 		s.bind(agentRole, serviceAccountSubject(s.ns, "release-bot"))
 		s.awaitAllowed(bot, mayAsk)
 		for field, broken := range map[string]hitlv1.Question{
-			"minimum and maximum apply to a number or integer input":         {Input: &hitlv1.AnswerInput{Type: hitlv1.InputString, Minimum: ptr.To(intstr.FromInt32(1))}},
+			"minimum and maximum apply to a number or integer input":        {Input: &hitlv1.AnswerInput{Type: hitlv1.InputString, Minimum: ptr.To(intstr.FromInt32(1))}},
 			"minLength and maxLength apply to a string, email or uri input": {Input: &hitlv1.AnswerInput{Type: hitlv1.InputDate, MaxLength: ptr.To[int32](3)}},
-			"pattern applies to a string input":                              {Input: &hitlv1.AnswerInput{Type: hitlv1.InputEmail, Pattern: "x"}},
-			"minLength is above maxLength":                                   {Input: &hitlv1.AnswerInput{Type: hitlv1.InputString, MinLength: ptr.To[int32](5), MaxLength: ptr.To[int32](3)}},
-			"minimum must be a number":                                       {Input: &hitlv1.AnswerInput{Type: hitlv1.InputNumber, Minimum: ptr.To(intstr.FromString("ten"))}},
-			"a sensitive question takes free text only":                      {Sensitive: true, Options: []hitlv1.QuestionOption{{Label: "a"}}},
+			"pattern applies to a string input":                             {Input: &hitlv1.AnswerInput{Type: hitlv1.InputEmail, Pattern: "x"}},
+			"minLength is above maxLength":                                  {Input: &hitlv1.AnswerInput{Type: hitlv1.InputString, MinLength: ptr.To[int32](5), MaxLength: ptr.To[int32](3)}},
+			"minimum must be a number":                                      {Input: &hitlv1.AnswerInput{Type: hitlv1.InputNumber, Minimum: ptr.To(intstr.FromString("ten"))}},
+			"a sensitive question takes free text only":                     {Sensitive: true, Options: []hitlv1.QuestionOption{{Label: "a"}}},
 		} {
 			q := s.question("release-bot")
 			broken.ID, broken.Question = "q", "?"
