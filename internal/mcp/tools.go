@@ -83,7 +83,7 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 	if err != nil {
 		return AskOutput{}, "", err
 	}
-	res, text, err := s.await(ctx, c, a, q.Name, start)
+	_, res, text, err := s.await(ctx, c, a, q.Name, start)
 	if err != nil {
 		return AskOutput{}, "", err
 	}
@@ -94,15 +94,7 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, in AskArgs) 
 // waitTyped is wait_for_answer (waitFor), with the answers' typed values
 // and sensitive answers opened, as ask_user_question returns them.
 func (s *Server) waitTyped(ctx context.Context, req *mcp.CallToolRequest, in WaitArgs) (AskOutput, string, error) {
-	res, text, err := s.waitFor(ctx, req, in)
-	if err != nil {
-		return AskOutput{}, "", err
-	}
-	if len(res.Answers) == 0 {
-		out, text := s.output(nil, res, text)
-		return out, text, nil
-	}
-	q, err := s.question(ctx, req, res.Question)
+	q, res, text, err := s.waitFor(ctx, req, in)
 	if err != nil {
 		return AskOutput{}, "", err
 	}

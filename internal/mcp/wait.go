@@ -53,7 +53,7 @@ func create(ctx context.Context, a *agent.Agent, r agent.Request, timeout *time.
 // start, returns it still waiting. A call whose context ends first leaves
 // the question as it is, or cancels it (ended). The calls of an agent wait
 // through one shared watch of its questions (watch.go).
-func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name string, start time.Time) (AskResult, string, error) {
+func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name string, start time.Time) (*hitlv1.UserQuestion, AskResult, string, error) {
 	wctx := ctx
 	if s.opts.MaxWait > 0 {
 		var cancel context.CancelFunc
@@ -63,24 +63,25 @@ func (s *Server) await(ctx context.Context, c *Caller, a *agent.Agent, name stri
 	q, err := wait(wctx, c, name)
 	switch {
 	case err == nil:
-		return result(q)
+		return answered(q)
 	case ctx.Err() != nil:
 		return s.ended(ctx, c, a, name)
 	case wctx.Err() == nil && !nearDeadline(wctx):
 		// A read refused just before the maximum wait (the client's rate
 		// limiter refuses a wait that would pass its deadline) is the wait
 		// ending, not a failure.
-		return AskResult{}, "", err
+		return nil, AskResult{}, "", err
 	}
 	// Read once more: an answer that came at the last moment is returned,
 	// and a governed question's votes so far.
 	if q, err = get(ctx, c, name); err != nil {
-		return AskResult{}, "", err
+		return nil, AskResult{}, "", err
 	}
 	if q.LeftOpen() {
-		return result(q)
+		return answered(q)
 	}
-	return s.waiting(q)
+	res, text, err := s.waiting(q)
+	return q, res, text, err
 }
 
 // nearDeadline reports whether ctx ends within a second.
@@ -95,26 +96,33 @@ func nearDeadline(ctx context.Context) bool {
 // does (a client that cancelled reads nothing; one whose server stops
 // learns how to go on); otherwise, the agent's process having ended, it
 // cancels it (ASK_ABORTED).
-func (s *Server) ended(ctx context.Context, c *Caller, a *agent.Agent, name string) (AskResult, string, error) {
+func (s *Server) ended(ctx context.Context, c *Caller, a *agent.Agent, name string) (*hitlv1.UserQuestion, AskResult, string, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
 	defer cancel()
 	if !disconnected(ctx) || s.opts.KeepOnDisconnect {
 		q, err := get(cctx, c, name)
 		switch {
 		case err != nil:
-			return AskResult{}, "", err
+			return nil, AskResult{}, "", err
 		case q.LeftOpen():
-			return result(q)
+			return answered(q)
 		}
-		return s.waiting(q)
+		res, text, err := s.waiting(q)
+		return q, res, text, err
 	}
 	why := context.Cause(ctx)
 	if err := a.Cancel(cctx, name); err != nil {
-		return AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted,
+		return nil, AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted,
 			Rule: fmt.Sprintf("the call waiting for question %s ended with its session (%v), and cancelling the question failed: %v", name, why, err)}
 	}
-	return AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted,
+	return nil, AskResult{}, "", &validation.Error{Code: hitlv1.CodeAskAborted,
 		Rule: fmt.Sprintf("the call waiting for question %s ended with its session (%v), and the question is cancelled", name, why)}
+}
+
+// answered is result with the question it is of.
+func answered(q *hitlv1.UserQuestion) (*hitlv1.UserQuestion, AskResult, string, error) {
+	res, text, err := result(q)
+	return q, res, text, err
 }
 
 // result is what a call returns for a question that left Open, as
@@ -164,25 +172,25 @@ func (s *Server) waiting(q *hitlv1.UserQuestion) (AskResult, string, error) {
 
 // waitFor is wait_for_answer: it finds the agent's question by callID (and
 // name), and waits as ask_user_question does.
-func (s *Server) waitFor(ctx context.Context, req *mcp.CallToolRequest, in WaitArgs) (AskResult, string, error) {
+func (s *Server) waitFor(ctx context.Context, req *mcp.CallToolRequest, in WaitArgs) (*hitlv1.UserQuestion, AskResult, string, error) {
 	start := time.Now()
 	if in.CallID == "" {
-		return AskResult{}, "", fmt.Errorf("%s: the callID that ask_user_question returned is required (callID)", CodeBadArguments)
+		return nil, AskResult{}, "", fmt.Errorf("%s: the callID that ask_user_question returned is required (callID)", CodeBadArguments)
 	}
 	c, a, err := s.caller(ctx, req)
 	if err != nil {
-		return AskResult{}, "", err
+		return nil, AskResult{}, "", err
 	}
 	release, err := s.acquire(c.Key)
 	if err != nil {
-		return AskResult{}, "", err
+		return nil, AskResult{}, "", err
 	}
 	defer release()
 	stop := s.progress(ctx, req, "waiting for a person to answer")
 	defer stop()
 	name, err := resolve(ctx, c, in)
 	if err != nil {
-		return AskResult{}, "", err
+		return nil, AskResult{}, "", err
 	}
 	return s.await(ctx, c, a, name, start)
 }
