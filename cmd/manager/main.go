@@ -45,6 +45,8 @@ func main() {
 		"each namespace's budget of Continued Events (a window closed unanswered), refilled over a minute and usable all at once; over it, the namespace's Continued Events of the next 5 s are summed up in one Event (counted in hitl_events_total{result=\"aggregated\"}); 0 means one Event per transition. Settled, Cancelled and rejection Events are never limited")
 	flag.DurationVar(&c.VoteGather, "vote-gather", c.VoteGather,
 		"how long a vote on a question governed by an approval policy waits, when it decides nothing, for the votes sent with it, to be written in one status write with them; 0 writes each vote at once")
+	flag.DurationVar(&c.OpenGather, "open-gather", c.OpenGather,
+		"how long a new question waits for a reply before its Open status is written; a reply in by then settles it in one status write; 0 writes Open at once")
 	flag.BoolVar(&c.Webhooks, "enable-webhooks", c.Webhooks,
 		"serve the optional admission webhooks (config/webhook-feedback, config/webhook-mode); the default install checks admission with policies inside the API server")
 	opts := zap.Options{}

@@ -45,8 +45,8 @@ func CacheOptions() cache.Options {
 // cached objects rather than held once per object (see intern).
 //
 // Status writes are safe on trimmed objects: the API server keeps the
-// stored metadata and spec on a status update, and replies are written as
-// merge patches of their status, only while their outcome is not final.
+// stored metadata and spec on a status update, and a reply's status is
+// written only while its outcome is not final.
 func trimForCache(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		if m.GetManagedFields() != nil { // setting nil on nil breaks some list types (kubernetes#124337)

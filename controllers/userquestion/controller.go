@@ -84,6 +84,10 @@ type Reconciler struct {
 	// governed question, for the votes sent with it before it is written
 	// (see gatherer); zero writes each vote at once.
 	VoteGather time.Duration
+	// OpenGather is how long a new question waits for a reply before its
+	// Open status is written (see gatherer.holdOpen); zero writes it at
+	// once.
+	OpenGather time.Duration
 
 	claims *claimTracker
 	// gather holds back the votes that decide nothing.
@@ -292,6 +296,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Gathering is measured in real time, as the requeue that ends it is:
 	// a test's fake clock may stand still.
 	if wait := r.gather.hold(req.NamespacedName, q, &d, time.Now(), r.VoteGather); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if wait := r.gather.holdOpen(req.NamespacedName, q, &d, time.Now(), r.OpenGather); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	finish := func(ctx context.Context) (ctrl.Result, error) { return r.finish(ctx, in, d, claimList.Items) }
@@ -553,8 +560,11 @@ func (r *Reconciler) writeOutcome(ctx context.Context, q *hitlv1.UserQuestion, r
 	// Guarded by the version the decision read: a deposed leader that
 	// wakes from a hang with this write in hand, or a decision made on a
 	// copy of the reply older than another's outcome, fails with a
-	// conflict instead of overwriting a newer outcome.
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(reply, client.MergeFromWithOptimisticLock{})); err != nil {
+	// conflict instead of overwriting a newer outcome. A whole status is
+	// written, not a patch: the API server takes a status update for less
+	// than a patch, which it must first apply to the stored object, and
+	// keeps the stored metadata and spec either way.
+	if err := r.Status().Update(ctx, next); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

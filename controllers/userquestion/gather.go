@@ -24,10 +24,57 @@ const DefaultVoteGather = 25 * time.Millisecond
 type gatherer struct {
 	mu    sync.Mutex
 	since map[types.NamespacedName]time.Time
+	// opening holds since when each new question has waited for its first
+	// status (see holdOpen).
+	opening map[types.NamespacedName]time.Time
 }
 
 func newGatherer() *gatherer {
-	return &gatherer{since: map[types.NamespacedName]time.Time{}}
+	return &gatherer{since: map[types.NamespacedName]time.Time{}, opening: map[types.NamespacedName]time.Time{}}
+}
+
+// DefaultOpenGather is how long, by default, a new question waits for its
+// Open status to be written (see Reconciler.OpenGather).
+const DefaultOpenGather = 25 * time.Millisecond
+
+// openGatherAge is the age past which a new question is written Open at
+// once: one asked while the manager was away has waited enough.
+const openGatherAge = 2 * time.Second
+
+// holdOpen says how much longer a new question's first status, Open, waits
+// before it is written, or zero when it is written now. An answerer that
+// answers at once (a service, a policy, a person with the inbox open) has
+// its reply in before the window ends, and the question goes straight to
+// Settled in one status write instead of two; a question not answered by
+// then is written Open. Nothing is written while it waits, so a restart
+// loses nothing: the next look decides again. A nil gatherer never holds.
+func (g *gatherer) holdOpen(key types.NamespacedName, q *hitlv1.UserQuestion, d *Decision, now time.Time, window time.Duration) time.Duration {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// The first look at a question is no transition: Decide counts a
+	// question without a state as Open.
+	if window <= 0 || q.Status.State != "" || d.Status.State != hitlv1.StateOpen || d.Transition != "" || len(d.Replies) > 0 ||
+		now.Sub(q.CreationTimestamp.Time) > openGatherAge {
+		delete(g.opening, key)
+		return 0
+	}
+	since, held := g.opening[key]
+	if !held {
+		since = now
+		g.opening[key] = now
+	}
+	wait := since.Add(window).Sub(now)
+	if wait <= 0 {
+		delete(g.opening, key)
+		return 0
+	}
+	if d.RequeueAfter > 0 && d.RequeueAfter < wait {
+		wait = d.RequeueAfter
+	}
+	return wait
 }
 
 // hold says how much longer question key's decision d waits for more
@@ -69,6 +116,7 @@ func (g *gatherer) forget(key types.NamespacedName) {
 	}
 	g.mu.Lock()
 	delete(g.since, key)
+	delete(g.opening, key)
 	g.mu.Unlock()
 }
 

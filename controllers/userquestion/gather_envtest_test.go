@@ -73,3 +73,52 @@ var _ = Describe("Votes sent together", Ordered, func() {
 		Expect(time.Since(sent)).To(BeNumerically("<", window), "the veto was written at once")
 	})
 })
+
+// A question answered at once goes straight to Settled in one status write:
+// its Open status waits for a reply first. The manager runs with a long
+// window here, so the test does not depend on how fast the reply follows.
+var _ = Describe("A question answered at once", Ordered, func() {
+	const window = 2 * time.Second
+	var ns string
+	BeforeAll(func() {
+		stopManager()
+		c := manager.DefaultConfig()
+		c.OpenGather = window
+		startManagerWith(c)
+	})
+	AfterAll(func() {
+		stopManager()
+		startManager()
+	})
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("is written Settled without ever being written Open", func() {
+		w, err := k8sWatch(ns)
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		Expect(k8s.Create(ctx, Question("now", ns).Ask("q", "Q?", "yes", "no").Obj())).To(Succeed())
+		Expect(k8s.Create(ctx, Reply("now-r", ns, "now").Select("q", "yes").Obj())).To(Succeed())
+		var history []hitlv1.QuestionState
+		Eventually(func() []hitlv1.QuestionState {
+			for {
+				select {
+				case ev := <-w.ResultChan():
+					if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == "now" {
+						history = append(history, q.Status.State)
+					}
+				default:
+					return history
+				}
+			}
+		}, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
+		Expect(history).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled")
+		Eventually(outcome(ns, "now-r")).Should(Equal(hitlv1.OutcomeApplied))
+	})
+
+	It("is written Open once the window has passed unanswered", func() {
+		asked := time.Now()
+		Expect(k8s.Create(ctx, Question("later", ns).Ask("q", "Q?", "yes", "no").Obj())).To(Succeed())
+		Eventually(state(ns, "later"), "10s", "20ms").Should(Equal(hitlv1.StateOpen))
+		Expect(time.Since(asked)).To(BeNumerically(">=", window), "Open waited for a reply")
+	})
+})

@@ -81,3 +81,73 @@ func TestGatherHoldsOnlyVotesThatDecideNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldOpenWaitsOnlyForANewQuestionsFirstStatus(t *testing.T) {
+	const window = 25 * time.Millisecond
+	now := time.Unix(1_800_000_000, 0)
+	fresh := func() *hitlv1.UserQuestion {
+		q := &hitlv1.UserQuestion{}
+		q.CreationTimestamp.Time = now.Truncate(time.Second)
+		return q
+	}
+	opening := func() Decision {
+		return Decision{Status: hitlv1.UserQuestionStatus{State: hitlv1.StateOpen}}
+	}
+	cases := []struct {
+		name   string
+		q      *hitlv1.UserQuestion
+		change func(*Decision)
+		want   time.Duration
+	}{
+		{name: "a new question waits for a reply", q: fresh(), want: window},
+		{name: "a sooner deadline comes first", q: fresh(), change: func(d *Decision) { d.RequeueAfter = 5 * time.Millisecond }, want: 5 * time.Millisecond},
+		{name: "a reply in settles it at once", q: fresh(), change: func(d *Decision) {
+			d.Transition, d.Status.State = hitlv1.StateSettled, hitlv1.StateSettled
+			d.Replies = []ReplyChange{{Name: "alice", Outcome: hitlv1.OutcomeApplied}}
+		}},
+		{name: "a refused reply is written at once", q: fresh(), change: func(d *Decision) {
+			d.Replies = []ReplyChange{{Name: "mallory", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeForbidden}}
+		}},
+		{name: "a question asked while the manager was away is written at once", q: func() *hitlv1.UserQuestion {
+			q := fresh()
+			q.CreationTimestamp.Time = now.Add(-time.Minute)
+			return q
+		}()},
+		{name: "an Open question's later looks are never held", q: func() *hitlv1.UserQuestion {
+			q := fresh()
+			q.Status.State = hitlv1.StateOpen
+			return q
+		}()},
+		{name: "a window that closes at once is written", q: fresh(), change: func(d *Decision) {
+			d.Transition, d.Status.State = hitlv1.StateContinued, hitlv1.StateContinued
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := opening()
+			if tc.change != nil {
+				tc.change(&d)
+			}
+			g, key := newGatherer(), types.NamespacedName{Namespace: "agents", Name: "ship"}
+			if got := g.holdOpen(key, tc.q, &d, now, window); got != tc.want {
+				t.Fatalf("holdOpen = %v, want %v", got, tc.want)
+			}
+			if tc.want == 0 {
+				return
+			}
+			if got := g.holdOpen(key, tc.q, &d, now.Add(10*time.Millisecond), window); got != min(tc.want, window-10*time.Millisecond) {
+				t.Fatalf("10ms later: holdOpen = %v", got)
+			}
+			if got := g.holdOpen(key, tc.q, &d, now.Add(window), window); got != 0 {
+				t.Fatalf("once the window has passed: holdOpen = %v, want 0", got)
+			}
+			if got := g.holdOpen(key, tc.q, &d, now, 0); got != 0 {
+				t.Fatalf("without a window: holdOpen = %v, want 0", got)
+			}
+			g.forget(key)
+			if got := g.holdOpen(key, tc.q, &d, now.Add(time.Second), window); got != min(tc.want, window) {
+				t.Fatalf("forgotten, a look starts a new wait: holdOpen = %v", got)
+			}
+		})
+	}
+}

@@ -245,7 +245,7 @@ func TestARefusedReplyCostsOneWrite(t *testing.T) {
 			}
 			s.reconcile(t)
 			writes, _ := s.calls.counts()
-			if want := []string{"patch *v1alpha1.QuestionReply/status r"}; fmt.Sprint(writes) != fmt.Sprint(want) {
+			if want := []string{"update *v1alpha1.QuestionReply/status r"}; fmt.Sprint(writes) != fmt.Sprint(want) {
 				t.Errorf("writes = %q, want only %q", writes, want)
 			}
 			want := hitlv1.OutcomeRejected
@@ -296,7 +296,7 @@ func TestAnOutcomeTheStatusDecidesIsStillFenced(t *testing.T) {
 	}
 	s.reconcile(t)
 	writes, _ := s.calls.counts()
-	if want := []string{"update *v1alpha1.UserQuestion/status q", "patch *v1alpha1.QuestionReply/status r"}; fmt.Sprint(writes) != fmt.Sprint(want) {
+	if want := []string{"update *v1alpha1.UserQuestion/status q", "update *v1alpha1.QuestionReply/status r"}; fmt.Sprint(writes) != fmt.Sprint(want) {
 		t.Errorf("a BAD_ANSWER cost writes %q, want %q", writes, want)
 	}
 }

@@ -39,11 +39,15 @@ type Config struct {
 	// votes sent with it, to be written with them; zero writes each at
 	// once.
 	VoteGather time.Duration
+	// OpenGather is how long a new question waits for a reply before its
+	// Open status is written: answered by then, it is written Settled at
+	// once; zero writes Open at once.
+	OpenGather time.Duration
 }
 
 // DefaultConfig is the configuration the manager ships with.
 func DefaultConfig() Config {
-	return Config{Workers: 16, ContinuedEventsPerMinute: eventbudget.ContinuedEventsPerMinute, VoteGather: userquestion.DefaultVoteGather}
+	return Config{Workers: 16, ContinuedEventsPerMinute: eventbudget.ContinuedEventsPerMinute, VoteGather: userquestion.DefaultVoteGather, OpenGather: userquestion.DefaultOpenGather}
 }
 
 // CacheOptions are the options of the manager's cache: the controller's
@@ -70,7 +74,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	// how often client-go sent them again (a 429 from the API server's
 	// priority and fairness, for one).
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency, crmetrics.MetricRequestRetry)
-	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events, VoteGather: c.VoteGather}
+	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events, VoteGather: c.VoteGather, OpenGather: c.OpenGather}
 	// Through a burst of transitions (shared deadlines, a restart) the
 	// status writes go first, and the events follow.
 	events.DeferWhile(func() bool { return r.StatusWritesInFlight() >= max(1, c.Workers/2) })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,13 +137,14 @@ func procStat(pid int) (comm string, ppid int, used time.Duration, err error) {
 	return s[open+1 : end], ppid, time.Duration(utime+stime) * clockTick, nil
 }
 
-// cpuPerAsk records the CPU time each process spent per ask since before,
-// and in all, in the column of admission mode mode.
-func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admission) error {
+// cpuUsed is the CPU time each process spent per ask since before, and in
+// all (under "all"), and how many cores other processes used meanwhile.
+func (b *bench) cpuUsed(before map[string]time.Duration) (map[string]float64, float64, error) {
 	after, err := b.cpuTimes()
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
+	perAsk := map[string]float64{}
 	total := time.Duration(0)
 	for _, role := range cpuRoles {
 		if _, ok := after[role]; !ok {
@@ -150,10 +152,25 @@ func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admissio
 		}
 		used := after[role] - before[role]
 		total += used
-		b.r.setMode("CPU ms per ask, concurrency 32, "+role, mode, ms(used)/float64(b.s.Asks))
+		perAsk[role] = ms(used) / float64(b.s.Asks)
 	}
-	b.r.setMode("CPU ms per ask, concurrency 32, all", mode, ms(total)/float64(b.s.Asks))
-	b.r.setMode("cores used by other processes, concurrency 32", mode, othersCores(before, after))
+	perAsk["all"] = ms(total) / float64(b.s.Asks)
+	return perAsk, othersCores(before, after), nil
+}
+
+// cpuPerAsk records the CPU time each process spent per ask since before,
+// and in all, in the column of admission mode mode.
+func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admission) error {
+	perAsk, others, err := b.cpuUsed(before)
+	if err != nil {
+		return err
+	}
+	for _, role := range append(slices.Clone(cpuRoles), "all") {
+		if v, ok := perAsk[role]; ok {
+			b.r.setMode("CPU ms per ask, concurrency 32, "+role, mode, v)
+		}
+	}
+	b.r.setMode("cores used by other processes, concurrency 32", mode, others)
 	return nil
 }
 

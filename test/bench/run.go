@@ -85,10 +85,9 @@ func runAll(ctx context.Context, s scale, bins binaries, outDir string, only *re
 		run  func(context.Context) error
 	}{
 		{"baseline", none, b.baseline},
-		{"settle throughput, policies", testenv.Policies, b.throughput},
+		{"settle throughput, policies", testenv.Policies, b.throughputPairs},
 		{"settle throughput, webhooks", testenv.WebhookMode, b.throughput},
 		{"settle latency, webhooks", testenv.WebhookMode, b.latency},
-		{"settle throughput, baseline again", none, b.baselineAgain},
 		{"settle latency, policies", testenv.Policies, b.latency},
 		{"approval latency", testenv.Policies, b.approvalLatency},
 		{"mcp ask latency", testenv.Policies, b.mcpLatency},
