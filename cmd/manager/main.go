@@ -6,6 +6,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,6 +48,8 @@ func main() {
 		"how long a vote on a question governed by an approval policy waits, when it decides nothing, for the votes sent with it, to be written in one status write with them; 0 writes each vote at once")
 	flag.DurationVar(&c.OpenGather, "open-gather", c.OpenGather,
 		"how long a new question waits for a reply before its Open status is written; a reply in by then settles it in one status write; 0 writes Open at once")
+	flag.StringVar(&c.ClaimFenceNamespace, "claim-fence-namespace", "",
+		"the manager's own namespace, where it writes the claims fence that makes its cache current before a window closes; empty means --leader-election-namespace, else the Pod's; outside a Pod with neither, the claims are read from the API server")
 	flag.BoolVar(&c.Webhooks, "enable-webhooks", c.Webhooks,
 		"serve the optional admission webhooks (config/webhook-feedback, config/webhook-mode); the default install checks admission with policies inside the API server")
 	opts := zap.Options{}
@@ -58,6 +61,14 @@ func main() {
 	log.Info("Tuned the garbage collector (0 means left to the Go runtime and GOGC/GOMEMLIMIT)",
 		"gcPercent", mem.GCPercent, "memoryLimitBytes", mem.MemoryLimit)
 
+	if c.ClaimFenceNamespace == "" {
+		c.ClaimFenceNamespace = *leaderNS
+	}
+	if c.ClaimFenceNamespace == "" {
+		if ns, err := os.ReadFile(manager.ServiceAccountNamespaceFile); err == nil {
+			c.ClaimFenceNamespace = strings.TrimSpace(string(ns))
+		}
+	}
 	scheme := hitlv1.NewScheme()
 
 	cfg := ctrl.GetConfigOrDie()

@@ -4,10 +4,13 @@ package claimreads
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +53,10 @@ const claimReadMaxAge = 2 * time.Second
 type Reads struct {
 	reader client.Reader
 	clock  clock.Clock
+	// fence, when set, makes the manager's cache current instead of
+	// listing from the API server (see Fence); fenceOff once it cannot.
+	fence    *Fence
+	fenceOff atomic.Bool
 
 	mu sync.Mutex
 	// reads holds the reads in flight, in the order they were sent, and
@@ -86,6 +93,11 @@ func New(reader client.Reader, clk clock.Clock) *Reads {
 	registerMetrics()
 	return &Reads{reader: reader, clock: clk}
 }
+
+// UseFence reads the claims from the manager's cache made current by f,
+// and from the API server only when that fails. Call it before the reads
+// start.
+func (c *Reads) UseFence(f *Fence) { c.fence = f }
 
 // Since returns a read of the claims sent no earlier than t, nor
 // claimReadMaxAge ago: one that returned or is in flight, or the next one,
@@ -223,6 +235,26 @@ const claimReadPage = 1000
 // the first are served at the first's resourceVersion, so together they
 // are one consistent read.
 func (c *Reads) list(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
+	if c.fence != nil && !c.fenceOff.Load() {
+		claims, err := c.fence.read(ctx)
+		if err == nil {
+			claimListsTotal.WithLabelValues("fence").Inc()
+			return claims, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Without its grants, or where resourceVersions are not numbers,
+		// the fence never works: the reads list from the API server from
+		// now on. Other failures fall back for this read only.
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || errors.Is(err, errNotComparable) {
+			c.fenceOff.Store(true)
+			log.Info("Reading the claims from the API server: the claims fence cannot be written", "error", err.Error())
+		} else {
+			log.V(1).Info("Reading the claims from the API server this time", "error", err.Error())
+		}
+	}
+	claimListsTotal.WithLabelValues("list").Inc()
 	var claims []hitlv1.QuestionClaim
 	cont := ""
 	for {

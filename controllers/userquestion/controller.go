@@ -76,6 +76,10 @@ type Reconciler struct {
 	// closes; SetupWithManager sets claimreads.New(APIReader, Clock) when
 	// nil.
 	ClaimReads ClaimReader
+	// ClaimFenceNamespace, when set, is where the claims reads write their
+	// fence (claimreads.Fence), the manager's own namespace; empty reads
+	// the claims from the API server.
+	ClaimFenceNamespace string
 	// Closer closes windows off the workers; SetupWithManager sets
 	// closer.New(Clock, workers) when nil. Without one, windows close on
 	// the worker.
@@ -137,7 +141,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	r.claims = newClaimTracker()
 	if r.ClaimReads == nil {
-		r.ClaimReads = claimreads.New(r.APIReader, r.Clock)
+		reads := claimreads.New(r.APIReader, r.Clock)
+		if r.ClaimFenceNamespace != "" {
+			informer, err := mgr.GetCache().GetInformer(ctx, &hitlv1.QuestionClaim{})
+			if err != nil {
+				return fmt.Errorf("the claims informer: %w", err)
+			}
+			fence, err := claimreads.NewFence(mgr.GetClient(), mgr.GetCache(), informer, r.ClaimFenceNamespace)
+			if err != nil {
+				return err
+			}
+			reads.UseFence(fence)
+		}
+		r.ClaimReads = reads
 	}
 	r.grants = newGrantCache()
 	r.own = newOwnWrites()
@@ -244,6 +260,9 @@ func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {
 
 func claimQuestion(_ context.Context, o client.Object) []reconcile.Request {
 	c := o.(*hitlv1.QuestionClaim)
+	if claimreads.IsFence(c) {
+		return nil // the manager's own, which claims nothing
+	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.QuestionRef.Name}}}
 }
 

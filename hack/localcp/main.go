@@ -169,7 +169,7 @@ func run(kubeconfig, manager, kcm string, users []string, expiration time.Durati
 	if err := waitForRBAC(ctx, managerKubeconfig); err != nil {
 		return err
 	}
-	args := []string{"--kubeconfig", managerKubeconfig}
+	args := []string{"--kubeconfig", managerKubeconfig, "--claim-fence-namespace", install.Namespace}
 	if mode.Webhooks() {
 		wh := controlplane.WebhookOptions(env)
 		args = append(args, "--enable-webhooks", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir)

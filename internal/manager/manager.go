@@ -43,6 +43,10 @@ type Config struct {
 	// Open status is written: answered by then, it is written Settled at
 	// once; zero writes Open at once.
 	OpenGather time.Duration
+	// ClaimFenceNamespace is the manager's own namespace, where it writes
+	// the fence that makes its cache current before a window closes
+	// (claimreads.Fence); empty reads the claims from the API server.
+	ClaimFenceNamespace string
 }
 
 // DefaultConfig is the configuration the manager ships with.
@@ -74,7 +78,7 @@ func Setup(mgr ctrl.Manager, c Config) error {
 	// how often client-go sent them again (a 429 from the API server's
 	// priority and fairness, for one).
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency, crmetrics.MetricRequestRetry)
-	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events, VoteGather: c.VoteGather, OpenGather: c.OpenGather}
+	r := &userquestion.Reconciler{Client: mgr.GetClient(), Clock: c.Clock, Recorder: events, VoteGather: c.VoteGather, OpenGather: c.OpenGather, ClaimFenceNamespace: c.ClaimFenceNamespace}
 	// Through a burst of transitions (shared deadlines, a restart) the
 	// status writes go first, and the events follow.
 	events.DeferWhile(func() bool { return r.StatusWritesInFlight() >= max(1, c.Workers/2) })

@@ -33,7 +33,9 @@ func (b *bench) startManager(webhooks bool) error {
 	}
 	b.pprof = fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"--kubeconfig", b.kubeconfig, "--metrics-bind-address", b.metrics,
-		"--pprof-bind-address", b.pprof, "--health-probe-bind-address", "0"}
+		"--pprof-bind-address", b.pprof, "--health-probe-bind-address", "0",
+		// In a Pod, the manager's own namespace; outside, given.
+		"--claim-fence-namespace", b.install.Namespace}
 	if webhooks {
 		wh := testenv.WebhookOptions(b.env)
 		args = append(args, "--enable-webhooks", "--webhook-host", wh.Host, "--webhook-port", strconv.Itoa(wh.Port),

@@ -153,7 +153,7 @@ var (
 func startManager() {
 	GinkgoHelper()
 	managerProc = exec.Command(filepath.Join(binDir, "manager"), "--kubeconfig", manager.kubeconfig,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--claim-fence-namespace", install.Namespace)
 	stderr, err := managerProc.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
 	managerProc.Stdout = GinkgoWriter
