@@ -97,7 +97,7 @@ var _ = Describe("The claims fence", func() {
 			read, err := fallback.Since(ctx, time.Now())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(read.Of(types.NamespacedName{Namespace: s.ns, Name: "late"})).To(HaveLen(1))
-			Expect(claimLists("list")-listed).To(BeNumerically("==", 1))
+			Expect(claimLists("list") - listed).To(BeNumerically("==", 1))
 		})
 	}
 })
