@@ -197,6 +197,9 @@ func TestCancelledCallLeavesQuestion(t *testing.T) {
 	done := e.async(cs, ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: whereArgs("10m")})
 	q := e.asked("bot")
 	e.g.Eventually(func() int { return srv.Waits("admin") }).Should(Equal(1))
+	// The controller has opened it (on a loaded machine, not always by the
+	// time the call waits).
+	e.g.Eventually(e.state(q.Name)).Should(Equal(hitlv1.StateOpen))
 
 	// The client cancels its call: notifications/cancelled.
 	cancel()

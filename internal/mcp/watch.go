@@ -29,20 +29,28 @@ import (
 // scoped on the API server by namespace and the hitl.dev/agent label,
 // which keeps of each question only what tells whether it left Open (see
 // slim), and wakes the calls waiting on a question when it leaves Open, is
-// deleted, or is replaced under its name. A woken call reads its question
-// (a consistent read) and returns it, or waits on. The informer resumes a
-// watch the API server ended from the last version it saw, and lists again
-// when that version expired, delivering what changed meanwhile: no change
-// is lost across a watch's end. A watch serves every call of the same
-// client, namespace and agent, of any Server in the process; it stops
-// linger after its last call stopped waiting, or when the API server
-// refuses it for good (its waiting calls then fail with the refusal).
+// deleted, or is replaced under its name. The list and watch hand the
+// whole question that left Open to the calls waiting on it as it arrives,
+// before the informer takes it in (see handOver), and a woken call returns
+// that, as agent.Wait returns the event's question: the answer costs no
+// read of its own between the watch and the call's result. A call woken
+// without it (a deleted question, another under its name) reads its
+// question (a consistent read) and returns it, or waits on. The informer
+// resumes a watch the API server ended from the last version it saw, and
+// lists again when that version expired, delivering what changed
+// meanwhile: no change is lost across a watch's end. A watch serves every
+// call of the same client, namespace and agent, of any Server in the
+// process; it stops linger after its last call stopped waiting, or when
+// the API server refuses it for good (its waiting calls then fail with the
+// refusal).
 //
 // A call registers before it reads its question, so that a change after
-// the read wakes it, and a change before shows in the read; nothing
-// depends on how far the shared watch has got. A waiting call holds no
-// goroutine of its own, only an entry in its watch's map, which it removes
-// when it returns.
+// the read wakes it (and hands it the question), and a change before shows
+// in the read; nothing depends on how far the shared watch has got. A
+// waiting call holds no goroutine of its own, only an entry in its watch's
+// map, which it removes when it returns. The first call of an agent (or
+// the first after linger without one) starts the watch and waits for its
+// first list; the others find it open.
 
 // linger is how long a watch that no call waits on stays open: a client
 // goes on with wait_for_answer as soon as a call returns still waiting,
@@ -103,8 +111,13 @@ type waiter struct {
 	w    *watcher
 	name string
 	// wake holds one token when the question may have left Open since the
-	// waiter last took it: the waiter reads its question again.
+	// waiter last took it: the waiter takes left, or else reads its
+	// question again.
 	wake chan struct{}
+	// left is, guarded by registry.mu, the newest state of the question
+	// that the list or watch delivered since the waiter registered, once
+	// it left Open; the waiter takes it (take) when woken.
+	left *hitlv1.UserQuestion
 }
 
 // register adds a call waiting on question name of c's agent to the shared
@@ -219,6 +232,36 @@ func (r *registry) wakeAll(w *watcher, name string) {
 	}
 }
 
+// handOver gives q, the whole question as the list or watch of w
+// delivered it, to the calls waiting on it when it left Open, and wakes
+// them: they return it without reading it again. Leaving Open is for good,
+// so that whatever a call read before, q is no older. Questions still Open
+// wake nobody here; a deletion or a replacement wakes through wakeHandler.
+func (r *registry) handOver(w *watcher, q *hitlv1.UserQuestion) {
+	if !q.LeftOpen() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for wt := range w.waiters[q.Name] {
+		wt.left = q
+		wt.poke()
+	}
+}
+
+// take is the question the watch handed the waiter since it last took
+// one, nil if none: a copy, as several waiters may hold the same.
+func (r *registry) take(wt *waiter) *hitlv1.UserQuestion {
+	r.mu.Lock()
+	q := wt.left
+	wt.left = nil
+	r.mu.Unlock()
+	if q == nil {
+		return nil
+	}
+	return q.DeepCopy()
+}
+
 func (wt *waiter) poke() {
 	select {
 	case wt.wake <- struct{}{}:
@@ -236,7 +279,7 @@ func (r *registry) start(key watchKey, c client.WithWatch) *watcher {
 	r.open[key] = w
 
 	sel := labels.SelectorFromSet(labels.Set{hitlv1.AgentLabel: key.agent})
-	lw := rewatch.Wrap(&questionsLW{c: c, namespace: key.namespace, labels: sel, listed: func(err error) {
+	lw := rewatch.Wrap(&questionsLW{c: c, namespace: key.namespace, labels: sel, saw: func(q *hitlv1.UserQuestion) { r.handOver(w, q) }, listed: func(err error) {
 		if err != nil {
 			// The first list's error is the waiting calls'; a later one
 			// the Reflector tries again.
@@ -338,7 +381,9 @@ func slim(obj any) (any, error) {
 // agent.Wait does, through the shared watch: a question that is missing,
 // another agent's, or deleted (or replaced under its name) while the call
 // waits is NOT_ANSWERABLE; an error of the API server, or the end of ctx,
-// is returned.
+// is returned. It reads the question once, after registering; when the
+// watch hands it the question that left Open, it returns that without a
+// second read.
 func wait(ctx context.Context, c *Caller, name string) (*hitlv1.UserQuestion, error) {
 	wt, err := watches.register(ctx, c, name)
 	if err != nil {
@@ -349,8 +394,8 @@ func wait(ctx context.Context, c *Caller, name string) (*hitlv1.UserQuestion, er
 	}
 	defer watches.unregister(wt)
 	var uid types.UID
+	q, err := get(ctx, c, name)
 	for {
-		q, err := get(ctx, c, name)
 		switch {
 		case err != nil:
 			return nil, err
@@ -368,6 +413,10 @@ func wait(ctx context.Context, c *Caller, name string) (*hitlv1.UserQuestion, er
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for question %s: %w", name, ctx.Err())
 		}
+		if left := watches.take(wt); left != nil && left.UID == uid && left.Labels[hitlv1.AgentLabel] == c.Agent {
+			return left, nil
+		}
+		q, err = get(ctx, c, name)
 	}
 }
 
@@ -383,6 +432,9 @@ type questionsLW struct {
 	c         client.WithWatch
 	namespace string
 	labels    labels.Selector
+	// saw gets every question a list or a watch event delivers, as it
+	// arrives: it must not block, nor change the question.
+	saw func(*hitlv1.UserQuestion)
 	// listed gets the result of every list.
 	listed func(error)
 }
@@ -410,11 +462,55 @@ func (lw *questionsLW) ListWithContext(ctx context.Context, raw metav1.ListOptio
 	if err != nil {
 		return nil, fmt.Errorf("listing questions: %w", err)
 	}
+	for i := range l.Items {
+		lw.saw(&l.Items[i])
+	}
 	return l, nil
 }
 
 func (lw *questionsLW) WatchWithContext(ctx context.Context, raw metav1.ListOptions) (watch.Interface, error) {
-	return lw.c.Watch(ctx, &hitlv1.UserQuestionList{}, lw.options(raw))
+	w, err := lw.c.Watch(ctx, &hitlv1.UserQuestionList{}, lw.options(raw))
+	if err != nil {
+		return nil, err
+	}
+	s := &sawWatch{inner: w, saw: lw.saw, out: make(chan watch.Event), stop: make(chan struct{})}
+	go s.run()
+	return s, nil
+}
+
+// sawWatch passes a watch's events on, showing each question to saw first.
+type sawWatch struct {
+	inner watch.Interface
+	saw   func(*hitlv1.UserQuestion)
+	out   chan watch.Event
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func (s *sawWatch) Stop()                          { s.once.Do(func() { close(s.stop) }) }
+func (s *sawWatch) ResultChan() <-chan watch.Event { return s.out }
+
+func (s *sawWatch) run() {
+	defer close(s.out)
+	defer s.inner.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case ev, ok := <-s.inner.ResultChan():
+			if !ok {
+				return
+			}
+			if q, isQ := ev.Object.(*hitlv1.UserQuestion); isQ && ev.Type != watch.Bookmark && ev.Type != watch.Error {
+				s.saw(q)
+			}
+			select {
+			case s.out <- ev:
+			case <-s.stop:
+				return
+			}
+		}
+	}
 }
 
 func (lw *questionsLW) List(raw metav1.ListOptions) (runtime.Object, error) {

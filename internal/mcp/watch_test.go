@@ -510,3 +510,46 @@ func TestARefusedWatchEndsItsWaits(t *testing.T) {
 	e.answer(asked.Question, "r1", "prod")
 	e.g.Eventually(done).Should(Receive(BeNil()))
 }
+
+// An ask answered while it waits returns the question as the shared
+// watch delivered it when it left Open, as the Go SDK returns its watch
+// event: the call reads its question once, when it starts waiting, and
+// not again once the answer comes (a read there was the most of what an
+// MCP ask answered at once cost over the Go SDK's). The answer is whole:
+// the question's answers, and the typed values made from its spec.
+func TestAnAnswerComesWithTheWatch(t *testing.T) {
+	e := newEnv(t)
+	var gets atomic.Int64
+	c := interceptor.NewClient(e.admin, interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*hitlv1.UserQuestion); ok {
+				gets.Add(1)
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	})
+	callers := hitlmcp.Static(hitlmcp.Caller{Key: "admin", Client: c, Namespace: e.ns, Agent: "bot"})
+	cs, _ := e.session(callers, hitlmcp.Options{MaxWait: time.Minute}, nil)
+	for i, callID := range []string{"first", "second"} {
+		// The first ask starts the agent's watch, the second finds it open.
+		gets.Store(0)
+		args := whereArgs("")
+		args["callID"] = callID
+		done := e.async(cs, e.ctx, &mcp.CallToolParams{Name: "ask_user_question", Arguments: args})
+		e.g.Eventually(gets.Load).Should(Equal(int64(1)), "ask %d reads its question once it waits", i)
+		e.g.Eventually(func() int { return hitlmcp.Watching(c, "admin", e.ns, "bot").Waiters }).Should(Equal(1))
+		name := ""
+		for q, n := range hitlmcp.Watching(c, "admin", e.ns, "bot").Waiting {
+			e.g.Expect(n).To(Equal(1))
+			name = q
+		}
+		e.answer(name, "r-"+callID, "prod")
+		var got called
+		e.g.Eventually(done).Should(Receive(&got))
+		e.g.Expect(got.err).NotTo(HaveOccurred())
+		e.g.Expect(structured[hitlmcp.AskOutput](e.g, got.res)).To(Equal(hitlmcp.AskOutput{Question: name, CallID: callID,
+			Answers: []hitlmcp.Answer{{ID: "env", Selected: []string{"prod"}, Value: "prod"}}}))
+		e.g.Expect(text(got.res)).To(ContainSubstring("prod"))
+		e.g.Expect(gets.Load()).To(Equal(int64(1)), "ask %d read its question again after the answer", i)
+	}
+}
