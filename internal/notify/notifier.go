@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,7 +127,7 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = channel.NewHTTPClient(10 * time.Second)
 	}
-	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	watcher, err := client.NewWithWatch(ownConnection(mgr.GetConfig()), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +155,24 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 		return nil, err
 	}
 	return n, mgr.Add(n)
+}
+
+// ownConnection is cfg for a client with connections to the API server
+// of its own. client-go shares one transport, and so one HTTP/2
+// connection, among the clients of equal configs; the watches of the
+// questions get their own, so that their events are not held up behind
+// the notifier's writes (a burst of questions asked at once is a burst of
+// record patches and Events, which on a shared connection held the
+// watches' events back by tenths of a second, and at worst by more than a
+// second, behind a bare client's watch). A config with a Proxy
+// function is never shared; http.ProxyFromEnvironment is client-go's
+// default.
+func ownConnection(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Proxy == nil {
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	return cfg
 }
 
 // Start runs the planning workers and the record writers until ctx ends;
@@ -516,53 +535,109 @@ type item struct {
 	uid      types.UID
 }
 
-// queue is one channel's deliveries, sent one at a time in order at the
-// channel's rate.
+// sendsInFlight is how many notifications a channel's queue sends at once:
+// a few, so that a burst of questions asked together is not sent one
+// round trip after another, and never two of one question.
+const sendsInFlight = 4
+
+// queue is one channel's deliveries, sent in order at the channel's rate,
+// up to sendsInFlight at once, one question's one at a time: a question's
+// next notification starts once its last one was delivered or given up
+// on, so its notifications arrive in the order they fell due.
 type queue struct {
 	key     types.NamespacedName
 	limiter *rate.Limiter
 
 	mu    sync.Mutex
 	items []item
-	wake  chan struct{}
+	// busy holds the questions (by UID) with a notification being sent.
+	busy map[types.UID]bool
+	wake chan struct{}
 }
 
 // newQueue makes the queue of a channel limited to l. Its limiter starts
 // full, with l's whole burst: a channel new to the notifier (or a notifier
 // just started) comes after a quiet time.
 func newQueue(key types.NamespacedName, l hitlv1.RateLimit) *queue {
-	return &queue{key: key, limiter: rate.NewLimiter(rate.Limit(float64(l.PerMinute)/60), int(l.Burst)), wake: make(chan struct{}, 1)}
+	return &queue{key: key, limiter: rate.NewLimiter(rate.Limit(float64(l.PerMinute)/60), int(l.Burst)),
+		busy: map[types.UID]bool{}, wake: make(chan struct{}, 1)}
 }
 
 func (q *queue) push(d Due, question types.NamespacedName, uid types.UID) {
 	q.mu.Lock()
 	q.items = append(q.items, item{due: d, question: question, uid: uid})
 	q.mu.Unlock()
+	q.signal()
+}
+
+// signal wakes run, if it waits for an item.
+func (q *queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run delivers the queue's items until ctx ends.
-func (q *queue) run(ctx context.Context, n *Notifier) {
+// next waits for the first item whose question has no notification being
+// sent, takes it out of the queue and marks its question busy; false when
+// ctx ended first.
+func (q *queue) next(ctx context.Context) (item, bool) {
 	for {
 		q.mu.Lock()
-		if len(q.items) == 0 {
-			q.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-q.wake:
+		for i, it := range q.items {
+			if q.busy[it.uid] {
+				continue
 			}
-			continue
+			if i == 0 {
+				q.items[0] = item{}
+				q.items = q.items[1:]
+			} else {
+				q.items = slices.Delete(q.items, i, i+1)
+			}
+			q.busy[it.uid] = true
+			q.mu.Unlock()
+			return it, true
 		}
-		it := q.items[0]
-		q.items = q.items[1:]
 		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return item{}, false
+		case <-q.wake:
+		}
+	}
+}
+
+// done lets the question of it send its next notification.
+func (q *queue) done(it item) {
+	q.mu.Lock()
+	delete(q.busy, it.uid)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// run delivers the queue's items until ctx ends, each once the channel's
+// rate allows, up to sendsInFlight at once.
+func (q *queue) run(ctx context.Context, n *Notifier) {
+	slots := make(chan struct{}, sendsInFlight)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		it, ok := q.next(ctx)
+		if !ok {
+			return
+		}
 		if err := q.limiter.Wait(ctx); err != nil {
 			return
 		}
-		n.deliver(ctx, it)
+		go func() {
+			defer func() {
+				q.done(it)
+				<-slots
+			}()
+			n.deliver(ctx, it)
+		}()
 	}
 }
