@@ -46,8 +46,10 @@ const openGatherAge = 2 * time.Second
 // answers at once (a service, a policy, a person with the inbox open) has
 // its reply in before the window ends, and the question goes straight to
 // Settled in one status write instead of two; a question not answered by
-// then is written Open. Nothing is written while it waits, so a restart
-// loses nothing: the next look decides again. A nil gatherer never holds.
+// then is written Open. A governed question's first votes that decide
+// nothing wait with it, as votes do (see hold). Nothing is written while it
+// waits, so a restart loses nothing: the next look decides again. A nil
+// gatherer never holds.
 func (g *gatherer) holdOpen(key types.NamespacedName, q *hitlv1.UserQuestion, d *Decision, now time.Time, window time.Duration) time.Duration {
 	if g == nil {
 		return 0
@@ -56,7 +58,7 @@ func (g *gatherer) holdOpen(key types.NamespacedName, q *hitlv1.UserQuestion, d 
 	defer g.mu.Unlock()
 	// The first look at a question is no transition: Decide counts a
 	// question without a state as Open.
-	if window <= 0 || q.Status.State != "" || d.Status.State != hitlv1.StateOpen || d.Transition != "" || len(d.Replies) > 0 ||
+	if window <= 0 || q.Status.State != "" || d.Status.State != hitlv1.StateOpen || d.Transition != "" || !onlyVotes(d) ||
 		now.Sub(q.CreationTimestamp.Time) > openGatherAge {
 		delete(g.opening, key)
 		return 0
@@ -107,6 +109,18 @@ func (g *gatherer) hold(key types.NamespacedName, q *hitlv1.UserQuestion, d *Dec
 		wait = d.RequeueAfter
 	}
 	return wait
+}
+
+// onlyVotes reports whether every reply decision d changes is a vote that
+// decides nothing (Counted): on a governed question's first look, the
+// votes sent with the first wait with it, to be counted in one write.
+func onlyVotes(d *Decision) bool {
+	for _, c := range d.Replies {
+		if c.Outcome != hitlv1.OutcomeCounted {
+			return false
+		}
+	}
+	return true
 }
 
 // forget drops what is held for a question that is gone.

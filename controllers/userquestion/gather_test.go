@@ -105,6 +105,9 @@ func TestHoldOpenWaitsOnlyForANewQuestionsFirstStatus(t *testing.T) {
 			d.Transition, d.Status.State = hitlv1.StateSettled, hitlv1.StateSettled
 			d.Replies = []ReplyChange{{Name: "alice", Outcome: hitlv1.OutcomeApplied}}
 		}},
+		{name: "a governed question's first vote that decides nothing waits too", q: fresh(), change: func(d *Decision) {
+			d.Replies = []ReplyChange{{Name: "alice", Outcome: hitlv1.OutcomeCounted}}
+		}, want: window},
 		{name: "a refused reply is written at once", q: fresh(), change: func(d *Decision) {
 			d.Replies = []ReplyChange{{Name: "mallory", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeForbidden}}
 		}},
