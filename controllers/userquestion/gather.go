@@ -54,23 +54,32 @@ func (g *gatherer) holdOpen(key types.NamespacedName, q *hitlv1.UserQuestion, d 
 	if g == nil {
 		return 0
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	// The first look at a question is no transition: Decide counts a
 	// question without a state as Open.
-	if window <= 0 || q.Status.State != "" || d.Status.State != hitlv1.StateOpen || d.Transition != "" || !onlyVotes(d) ||
-		now.Sub(q.CreationTimestamp.Time) > openGatherAge {
-		delete(g.opening, key)
+	holds := q.Status.State == "" && d.Status.State == hitlv1.StateOpen && d.Transition == "" && onlyVotes(d) &&
+		now.Sub(q.CreationTimestamp.Time) <= openGatherAge
+	return g.wait(g.opening, key, holds, d, now, window)
+}
+
+// wait is how much longer what question key holds in held waits: zero when
+// it holds nothing (holds is false), or window has passed since it began;
+// the decision's own requeue (a deadline, a claim's expiry) when that comes
+// first, the look then deciding what it brings.
+func (g *gatherer) wait(held map[types.NamespacedName]time.Time, key types.NamespacedName, holds bool, d *Decision, now time.Time, window time.Duration) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if window <= 0 || !holds {
+		delete(held, key)
 		return 0
 	}
-	since, held := g.opening[key]
-	if !held {
+	since, ok := held[key]
+	if !ok {
 		since = now
-		g.opening[key] = now
+		held[key] = now
 	}
 	wait := since.Add(window).Sub(now)
 	if wait <= 0 {
-		delete(g.opening, key)
+		delete(held, key)
 		return 0
 	}
 	if d.RequeueAfter > 0 && d.RequeueAfter < wait {
@@ -87,28 +96,7 @@ func (g *gatherer) hold(key types.NamespacedName, q *hitlv1.UserQuestion, d *Dec
 	if g == nil {
 		return 0
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if window <= 0 || !onlyCounts(q, d) {
-		delete(g.since, key)
-		return 0
-	}
-	since, held := g.since[key]
-	if !held {
-		since = now
-		g.since[key] = now
-	}
-	wait := since.Add(window).Sub(now)
-	if wait <= 0 {
-		delete(g.since, key)
-		return 0
-	}
-	if d.RequeueAfter > 0 && d.RequeueAfter < wait {
-		// A deadline or a claim's expiry comes first; the look then
-		// decides what it brings.
-		wait = d.RequeueAfter
-	}
-	return wait
+	return g.wait(g.since, key, onlyCounts(q, d), d, now, window)
 }
 
 // onlyVotes reports whether every reply decision d changes is a vote that
