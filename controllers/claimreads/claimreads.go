@@ -54,9 +54,10 @@ type Reads struct {
 	reader client.Reader
 	clock  clock.Clock
 	// fence, when set, makes the manager's cache current instead of
-	// listing from the API server (see Fence); fenceOff once it cannot.
-	fence    *Fence
-	fenceOff atomic.Bool
+	// listing from the API server (see Fence); fenceOffUntil (UnixNano) is
+	// when to try it again after it could not be written.
+	fence         *Fence
+	fenceOffUntil atomic.Int64
 
 	mu sync.Mutex
 	// reads holds the reads in flight, in the order they were sent, and
@@ -93,6 +94,10 @@ func New(reader client.Reader, clk clock.Clock) *Reads {
 	registerMetrics()
 	return &Reads{reader: reader, clock: clk}
 }
+
+// fenceRetry is how long the reads list from the API server after the
+// fence could not be written for want of grants, before they try it again.
+const fenceRetry = time.Minute
 
 // UseFence reads the claims from the manager's cache made current by f,
 // and from the API server only when that fails. Call it before the reads
@@ -235,7 +240,7 @@ const claimReadPage = 1000
 // the first are served at the first's resourceVersion, so together they
 // are one consistent read.
 func (c *Reads) list(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
-	if c.fence != nil && !c.fenceOff.Load() {
+	if c.fence != nil && c.clock.Now().UnixNano() >= c.fenceOffUntil.Load() {
 		claims, err := c.fence.read(ctx)
 		if err == nil {
 			claimListsTotal.WithLabelValues("fence").Inc()
@@ -244,12 +249,13 @@ func (c *Reads) list(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		// Without its grants, or where resourceVersions are not numbers,
-		// the fence never works: the reads list from the API server from
-		// now on. Other failures fall back for this read only.
+		// Without its grants (not granted, or not yet: RBAC applied with
+		// the Deployment), or where resourceVersions are not numbers, the
+		// reads list from the API server for fenceRetry before the fence
+		// is tried again. Other failures fall back for this read only.
 		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || errors.Is(err, errNotComparable) {
-			c.fenceOff.Store(true)
-			log.Info("Reading the claims from the API server: the claims fence cannot be written", "error", err.Error())
+			c.fenceOffUntil.Store(c.clock.Now().Add(fenceRetry).UnixNano())
+			log.Info("Reading the claims from the API server: the claims fence cannot be written", "error", err.Error(), "retryAfter", fenceRetry)
 		} else {
 			log.V(1).Info("Reading the claims from the API server this time", "error", err.Error())
 		}

@@ -2,15 +2,20 @@ package claimreads
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 )
@@ -107,5 +112,46 @@ func TestFenceReadWaitsUntilTheCacheHasSeenItsWrite(t *testing.T) {
 		}
 		delivered.Store(false)
 		fenceClaim = written
+	}
+}
+
+func TestAFenceWithoutItsGrantsIsTriedAgainAfterAWhile(t *testing.T) {
+	var patches atomic.Int32
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "hitl.dev", Resource: "questionclaims"}, FenceName, errors.New("no grant yet"))
+	writer := fake.NewClientBuilder().WithScheme(hitlv1.NewScheme()).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			patches.Add(1)
+			return forbidden
+		},
+	}).Build()
+	f, err := NewFence(writer, &cacheStub{delivered: &atomic.Bool{}}, &informerStub{}, "hitl-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &countingClaims{claims: []hitlv1.QuestionClaim{claimOf("deploy-plan", "alice")}}
+	clk := clocktesting.NewFakeClock(seen)
+	reads := New(api, clk)
+	reads.UseFence(f)
+	ctx := context.Background()
+	read := func(want int32) {
+		t.Helper()
+		r, err := reads.Since(ctx, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Of(deployPlan)); got != 1 {
+			t.Fatalf("the read holds %d claims of %s, want 1", got, deployPlan)
+		}
+		if got := patches.Load(); got != want {
+			t.Fatalf("the fence was tried %d times, want %d", got, want)
+		}
+	}
+	read(1) // refused: listed from the API server
+	clk.Step(time.Second)
+	read(1) // listed, the fence not tried again yet
+	clk.Step(fenceRetry)
+	read(2) // tried again
+	if got := api.lists.Load(); got != 3 {
+		t.Fatalf("the API server was listed %d times, want 3", got)
 	}
 }
