@@ -2,9 +2,7 @@ package notify_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,7 +17,6 @@ import (
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/notify"
-	"github.com/hitl-dev/hitl/internal/notify/channel"
 	. "github.com/hitl-dev/hitl/test/builders"
 )
 
@@ -50,15 +47,8 @@ func newSlowReceiver(t *testing.T, delay time.Duration) *slowReceiver {
 }
 
 func (r *slowReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	if err := channel.Verify(r.key, req.Header.Get(channel.SignatureHeader), body, time.Now(), channel.DefaultTolerance); err != nil {
-		r.t.Errorf("a request whose signature does not verify: %v", err)
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
-	var m channel.Message
-	if err := json.Unmarshal(body, &m); err != nil {
-		r.t.Errorf("a body that is no message: %v", err)
+	m, ok := verifiedMessage(r.t, r.key, w, req)
+	if !ok {
 		return
 	}
 	name := m.Question.Name

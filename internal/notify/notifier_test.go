@@ -180,16 +180,27 @@ func newReceiver(t *testing.T) *receiver {
 	return r
 }
 
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	if err := channel.Verify(r.key, req.Header.Get(channel.SignatureHeader), body, time.Now(), channel.DefaultTolerance); err != nil {
-		r.t.Errorf("a request whose signature does not verify: %v", err)
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
+// verifiedMessage is the message a test receiver got: false, and 401 to
+// the sender, when its signature does not verify with key; a body that is
+// no message fails the test.
+func verifiedMessage(t *testing.T, key []byte, w http.ResponseWriter, req *http.Request) (channel.Message, bool) {
 	var m channel.Message
+	body, _ := io.ReadAll(req.Body)
+	if err := channel.Verify(key, req.Header.Get(channel.SignatureHeader), body, time.Now(), channel.DefaultTolerance); err != nil {
+		t.Errorf("a request whose signature does not verify: %v", err)
+		w.WriteHeader(http.StatusUnauthorized)
+		return m, false
+	}
 	if err := json.Unmarshal(body, &m); err != nil {
-		r.t.Errorf("a body that is no message: %v", err)
+		t.Errorf("a body that is no message: %v", err)
+	}
+	return m, true
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	m, ok := verifiedMessage(r.t, r.key, w, req)
+	if !ok {
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
