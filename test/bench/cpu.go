@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hitl-dev/hitl/test/testenv"
 )
 
 // The processes whose CPU time the bench accounts for.
@@ -156,31 +153,4 @@ func (b *bench) cpuUsed(before map[string]time.Duration) (map[string]float64, fl
 	}
 	perAsk["all"] = ms(total) / float64(b.s.Asks)
 	return perAsk, othersCores(before, after), nil
-}
-
-// cpuPerAsk records the CPU time each process spent per ask since before,
-// and in all, in the column of admission mode mode.
-func (b *bench) cpuPerAsk(before map[string]time.Duration, mode testenv.Admission) error {
-	perAsk, others, err := b.cpuUsed(before)
-	if err != nil {
-		return err
-	}
-	for _, role := range append(slices.Clone(cpuRoles), "all") {
-		if v, ok := perAsk[role]; ok {
-			b.r.setMode("CPU ms per ask, concurrency 32, "+role, mode, v)
-		}
-	}
-	b.r.setMode("cores used by other processes, concurrency 32", mode, others)
-	return nil
-}
-
-// othersAt1 records how many cores other processes used since before, while
-// asks were made one at a time.
-func (b *bench) othersAt1(before map[string]time.Duration, mode testenv.Admission) error {
-	after, err := b.cpuTimes()
-	if err != nil {
-		return err
-	}
-	b.r.setMode("cores used by other processes, concurrency 1", mode, othersCores(before, after))
-	return nil
 }

@@ -80,9 +80,13 @@ func (b *bench) throughputRound(ctx context.Context, mode testenv.Admission, fir
 		}
 		wait := func() {}
 		if conc > 1 && first {
-			profile := "settle"
-			if mode == none {
+			profile := "settle" // the default install's; webhook mode's is settle-webhooks
+			switch mode {
+			case none:
 				profile = "baseline"
+			case testenv.Policies:
+			default:
+				profile += "-" + modeName(mode)
 			}
 			wait = b.profileCPU(ctx, time.Now().Add(time.Second), b.askProfile(), profile)
 		}

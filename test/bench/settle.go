@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
@@ -46,51 +47,21 @@ func (b *bench) settle(ctx context.Context) (settled, error) {
 }
 
 // throughput settles asks at concurrency 1 and 32 in the current admission
-// mode.
+// mode, once (webhook mode, which has no target: the default install is
+// measured in pairs with the bare client, pairs.go).
 func (b *bench) throughput(ctx context.Context) error {
-	mode := modeName(b.mode)
+	r, err := b.throughputRound(ctx, b.mode, true)
+	if err != nil {
+		return err
+	}
 	for _, conc := range []int{1, 32} {
-		var wait func()
-		calls, err := b.apiCalls(ctx)
-		if err != nil {
-			return err
+		b.r.setMode(fmt.Sprintf("asks/s, concurrency %d", conc), b.mode, r.rate[conc])
+		b.r.setMode(fmt.Sprintf("cores used by other processes, concurrency %d", conc), b.mode, r.others[conc])
+	}
+	for _, role := range append(slices.Clone(cpuRoles), "all") {
+		if v, ok := r.cpu[role]; ok {
+			b.r.setMode("CPU ms per ask, concurrency 32, "+role, b.mode, v)
 		}
-		if conc > 1 {
-			profile := "settle" // the default install's; webhook mode's is settle-webhooks
-			if b.mode != testenv.Policies {
-				profile += "-" + mode
-			}
-			wait = b.profileCPU(ctx, time.Now().Add(time.Second), b.askProfile(), profile)
-		}
-		cpu, err := b.cpuTimes()
-		if err != nil {
-			return err
-		}
-		took, err := parallel(ctx, b.s.Asks, conc, func(ctx context.Context, _ int) error {
-			_, err := b.settle(ctx)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if wait != nil {
-			// CPU time as the baseline's: up to the last ask's Settled.
-			if err := b.cpuPerAsk(cpu, b.mode); err != nil {
-				return err
-			}
-			wait()
-			if err := b.callsPerAsk(ctx, calls, b.mode); err != nil {
-				return err
-			}
-		} else {
-			if err := b.othersAt1(cpu, b.mode); err != nil {
-				return err
-			}
-			if err := b.logCalls(ctx, calls, b.mode, conc); err != nil {
-				return err
-			}
-		}
-		b.r.setMode(fmt.Sprintf("asks/s, concurrency %d", conc), b.mode, float64(b.s.Asks)/took.Seconds())
 	}
 	return nil // ratios compares them with the baseline
 }
