@@ -79,8 +79,8 @@ func (f *Fence) Is(c *hitlv1.QuestionClaim) bool {
 	return f != nil && c.Namespace == f.key.Namespace && c.Name == f.key.Name
 }
 
-// IsFence reports whether c is a manager's fence, in any namespace: an
-// object of that name claiming a question of that name.
+// IsFence reports whether c has the shape of a manager's fence (callers also
+// check its namespace): an object of that name claiming a question of that name.
 func IsFence(c *hitlv1.QuestionClaim) bool {
 	return c.Name == FenceName && c.Spec.QuestionRef.Name == FenceName
 }

@@ -178,7 +178,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&hitlv1.QuestionReply{}, handler.EnqueueRequestsFromMapFunc(replyQuestion),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// Every renewal of a claim is observed, to judge its liveness.
-		Watches(&hitlv1.QuestionClaim{}, handler.EnqueueRequestsFromMapFunc(claimQuestion)).
+		Watches(&hitlv1.QuestionClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimQuestion)).
 		// Hands the closer the queue that closes return their questions to.
 		WatchesRawSource(r.Closer.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()}).
@@ -258,9 +258,9 @@ func replyQuestion(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.QuestionRef.Name}}}
 }
 
-func claimQuestion(_ context.Context, o client.Object) []reconcile.Request {
+func (r *Reconciler) claimQuestion(_ context.Context, o client.Object) []reconcile.Request {
 	c := o.(*hitlv1.QuestionClaim)
-	if claimreads.IsFence(c) {
+	if c.Namespace == r.ClaimFenceNamespace && claimreads.IsFence(c) {
 		return nil // the manager's own, which claims nothing
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.QuestionRef.Name}}}
