@@ -169,11 +169,13 @@ func (e *env) asked(agent string) *hitlv1.UserQuestion {
 	return q
 }
 
+// state is the question's state as every reader takes it: a question not
+// yet written Open (its status waits --open-gather for a reply) is Open.
 func (e *env) state(name string) func() hitlv1.QuestionState {
 	return func() hitlv1.QuestionState {
 		q := &hitlv1.UserQuestion{}
 		e.g.Expect(e.admin.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, q)).To(Succeed())
-		return q.Status.State
+		return q.State()
 	}
 }
 

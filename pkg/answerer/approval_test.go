@@ -119,7 +119,7 @@ var _ = Describe("Votes on a governed question", func() {
 		Expect(a.Votes[0].By.Username).To(Equal("alice-" + ns))
 		Expect(a.Votes[0].Choice).To(Equal(hitlv1.VoteApprove))
 		Expect(a.Needs()).To(Equal([]string{"1 more approval"}))
-		Expect(question(ns, "q")().Status.State).To(Equal(hitlv1.StateOpen))
+		Expect(question(ns, "q")().State()).To(Equal(hitlv1.StateOpen))
 
 		_, err = alice.Reply(ctx, "q", staging())
 		Expect(validation.CodeOf(err)).To(Equal(hitlv1.CodeDuplicateVote), "got %v", err)

@@ -156,7 +156,7 @@ func TestABadDateIsRefusedInThePageAndByTheServer(t *testing.T) {
 		return r.Status
 	}).Should(And(HaveField("Outcome", hitlv1.OutcomeRejected), HaveField("Reason", hitlv1.CodeBadAnswer),
 		HaveField("Message", ContainSubstring(`question when: "2026-02-30" is not a date`))))
-	e.g.Expect(e.question("release").Status.State).To(Equal(hitlv1.StateOpen))
+	e.g.Expect(e.question("release").State()).To(Equal(hitlv1.StateOpen))
 
 	e.do(tab, setValue(field, ""), chromedp.SendKeys(field, "12"+"24"+"2026"), chromedp.Click(card("release", `button.primary`)),
 		chromedp.WaitVisible(card("release", ".outcome-applied")))

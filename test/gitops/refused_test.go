@@ -57,5 +57,5 @@ func testAnotherTenantRefused(ctx context.Context, t *testing.T, w *world) {
 		To(Satisfy(apierrors.IsNotFound), "admission refused the reply")
 	q := &hitlv1.UserQuestion{}
 	g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: agents, Name: "rollout"}, q)).To(Succeed())
-	g.Expect(q.Status.State).To(Equal(hitlv1.StateOpen))
+	g.Expect(q.State()).To(Equal(hitlv1.StateOpen))
 }

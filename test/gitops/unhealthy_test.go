@@ -46,5 +46,5 @@ func testRejectedReplyTurnsTheEngineRed(ctx context.Context, t *testing.T, w *wo
 	g.Eventually(team.applied(ctx)).Should(And(HavePrefix("not Ready: "), ContainSubstring("QuestionReply/"+agents+"/"+name)),
 		"the health check fails on the rejected reply")
 	g.Consistently(team.applied(ctx), "2s", "100ms").Should(HavePrefix("not Ready: "), "and never passes")
-	g.Expect(question(ctx, t, w, "moonshot").Status.State).To(Equal(hitlv1.StateOpen))
+	g.Expect(question(ctx, t, w, "moonshot").State()).To(Equal(hitlv1.StateOpen))
 }
