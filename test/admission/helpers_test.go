@@ -272,7 +272,7 @@ func (s *scene) state(name string) func(Gomega) hitlv1.QuestionState {
 	return func(g Gomega) hitlv1.QuestionState {
 		q := &hitlv1.UserQuestion{}
 		g.Expect(s.admin.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: name}, q)).To(Succeed())
-		return q.Status.State
+		return q.State() // as every reader takes it: not yet written is Open
 	}
 }
 
