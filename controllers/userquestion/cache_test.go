@@ -3,6 +3,7 @@ package userquestion
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,6 +238,19 @@ func TestTrimForCacheDropsTheLabelsOfAnAdoptedFinalReplyOnly(t *testing.T) {
 		}
 		if c.trimmed && !labelsTrimmed(r.DeepCopy()) {
 			t.Errorf("outcome %q: a deep copy of the cached reply no longer tells its labels were trimmed", c.outcome)
+		}
+		// The index of replies by question leaves out exactly the
+		// replies whose labels were trimmed: final and adopted.
+		keys, err := replyQuestionKey(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{r.Namespace + "/" + r.Spec.QuestionRef.Name}
+		if c.trimmed {
+			want = nil
+		}
+		if !slices.Equal(keys, want) {
+			t.Errorf("outcome %q, owned %v: indexed under %q, want %q", c.outcome, c.owned, keys, want)
 		}
 	}
 	// A reply labelled for another question than it names keeps its labels.

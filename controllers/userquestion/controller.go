@@ -466,7 +466,9 @@ func (r *Reconciler) sourcesOf(ctx context.Context, replies []hitlv1.QuestionRep
 	return out, nil
 }
 
-// repliesOf lists the replies naming a question, in creation order.
+// repliesOf lists the replies naming a question, in creation order, but
+// those final and adopted, which decide nothing more (see
+// indexRepliesByQuestion).
 func (r *Reconciler) repliesOf(ctx context.Context, question types.NamespacedName) ([]hitlv1.QuestionReply, error) {
 	var list hitlv1.QuestionReplyList
 	if err := r.List(ctx, &list, client.InNamespace(question.Namespace), client.MatchingFields{ReplyQuestionIndex: question.Name}); err != nil {
@@ -642,9 +644,13 @@ func (r *Reconciler) rejectOrphans(ctx context.Context, question types.Namespace
 // expire deletes a question whose TTL after finishing has passed, with its
 // replies and claims (also where no garbage collector runs).
 func (r *Reconciler) expire(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply, claims []hitlv1.QuestionClaim) error {
-	for i := range replies {
-		if err := client.IgnoreNotFound(r.Delete(ctx, &replies[i])); err != nil {
-			return fmt.Errorf("deleting reply %s of an expired question: %w", replies[i].Name, err)
+	adopted, err := r.adoptedReplies(ctx, q)
+	if err != nil {
+		return err
+	}
+	for _, reply := range append(replies, adopted...) {
+		if err := client.IgnoreNotFound(r.Delete(ctx, &reply, client.Preconditions{UID: &reply.UID})); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting reply %s of an expired question: %w", reply.Name, err)
 		}
 	}
 	for i := range claims {
@@ -659,6 +665,26 @@ func (r *Reconciler) expire(ctx context.Context, q *hitlv1.UserQuestion, replies
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted a finished question after its TTL", "question", klog.KObj(q))
 	return nil
+}
+
+// adoptedReplies lists from the API server the final replies of q that
+// were adopted, which the cache's index of replies leaves out (see
+// indexRepliesByQuestion): those labelled with its name that name it. It
+// is read once per question, when its TTL has passed.
+func (r *Reconciler) adoptedReplies(ctx context.Context, q *hitlv1.UserQuestion) ([]hitlv1.QuestionReply, error) {
+	var list hitlv1.QuestionReplyList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(q.Namespace), client.MatchingLabels{hitlv1.QuestionLabel: q.Name}); err != nil {
+		return nil, fmt.Errorf("listing the replies of an expired question: %w", err)
+	}
+	out := list.Items[:0]
+	for _, reply := range list.Items {
+		// A label is anyone's to write: only a reply that names the
+		// question, and is final and adopted, is one the index left out.
+		if reply.Spec.QuestionRef.Name == q.Name && finalOutcome(reply.Status.Outcome) && adopted(&reply) {
+			out = append(out, reply)
+		}
+	}
+	return out, nil
 }
 
 func username(u *hitlv1.UserInfo) string {
