@@ -35,7 +35,15 @@ import (
 // agents' watch saw the last status, as the shared deadlines and the
 // restart are timed; the targets compare with the latter.
 func (b *bench) transitionFloor(ctx context.Context) error {
-	n := b.s.SharedDeadline
+	seen, err := b.burstFloor(ctx, b.s.SharedDeadline, "floor: ")
+	b.floorSeen = seen // what the shared deadlines compare with
+	return err
+}
+
+// burstFloor measures the floor of a burst of n transitions as
+// transitionFloor describes, names its figures with prefix, and returns
+// the faster burst with Events, as the agents' watch saw it.
+func (b *bench) burstFloor(ctx context.Context, n int, prefix string) (time.Duration, error) {
 	writers := []int{manager.DefaultConfig().Workers, closer.MaxClosesInFlight}
 	qs := make([]*hitlv1.UserQuestion, 2*n*len(writers))
 	if _, err := parallel(ctx, len(qs), 32, func(ctx context.Context, i int) error {
@@ -45,29 +53,29 @@ func (b *bench) transitionFloor(ctx context.Context) error {
 		}
 		return writeDecided(ctx, b.c, qs[i], qs[i].CreationTimestamp.Time, hitlv1.StateOpen)
 	}); err != nil {
-		return err
+		return 0, err
 	}
-	b.floorSeen = 0
+	var floor time.Duration
 	for k, w := range writers {
 		for e, withEvents := range []bool{false, true} {
 			burst := qs[(2*k+e)*n : (2*k+e+1)*n]
-			seen, err := b.floorBurst(ctx, burst, w, withEvents)
+			seen, err := b.floorBurst(ctx, burst, w, withEvents, prefix)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			if withEvents && (b.floorSeen == 0 || seen < b.floorSeen) {
-				b.floorSeen = seen // what the targets compare with
+			if withEvents && (floor == 0 || seen < floor) {
+				floor = seen
 			}
 		}
 	}
-	b.r.set(fmt.Sprintf("floor: %d status writes + %d events by a bare client, seen, the faster, ms", n, n), ms(b.floorSeen))
-	return nil
+	b.r.set(fmt.Sprintf("%s%d status writes + %d events by a bare client, seen, the faster, ms", prefix, n, n), ms(floor))
+	return floor, nil
 }
 
 // floorBurst writes, as a bare client with writers at once, the Continued
 // status of each question of burst (and its Event with withEvents), and
 // returns how long until the agents' watch saw the last.
-func (b *bench) floorBurst(ctx context.Context, burst []*hitlv1.UserQuestion, writers int, withEvents bool) (time.Duration, error) {
+func (b *bench) floorBurst(ctx context.Context, burst []*hitlv1.UserQuestion, writers int, withEvents bool, prefix string) (time.Duration, error) {
 	start := time.Now()
 	took, err := parallel(ctx, len(burst), writers, func(ctx context.Context, i int) error {
 		q := burst[i]
@@ -94,9 +102,9 @@ func (b *bench) floorBurst(ctx context.Context, burst []*hitlv1.UserQuestion, wr
 		}
 	}
 	n := len(burst)
-	label := fmt.Sprintf("floor: %d status writes by a bare client", n)
+	label := fmt.Sprintf("%s%d status writes by a bare client", prefix, n)
 	if withEvents {
-		label = fmt.Sprintf("floor: %d status writes + %d events by a bare client", n, n)
+		label = fmt.Sprintf("%s%d status writes + %d events by a bare client", prefix, n, n)
 	}
 	if writers != manager.DefaultConfig().Workers {
 		label += fmt.Sprintf(", %d writers", writers)
@@ -128,7 +136,13 @@ const floorTarget = 1.2
 // with the floor of as many (the floor's burst, scaled to n when their
 // counts differ), and checks it against floorTarget.
 func (b *bench) checkBurst(name string, n int, took time.Duration) {
-	floor := b.floorSeen * time.Duration(n) / time.Duration(b.s.SharedDeadline)
+	b.checkBurstAgainst(name, took, b.floorSeen*time.Duration(n)/time.Duration(b.s.SharedDeadline))
+}
+
+// checkBurstAgainst records how a burst that took took compares with floor,
+// a bare client's burst of as many transitions, and checks it against
+// floorTarget.
+func (b *bench) checkBurstAgainst(name string, took, floor time.Duration) {
 	ratio := took.Seconds() / floor.Seconds()
 	b.r.set(name+" / floor", ratio)
 	b.r.check(name, fmt.Sprintf("<= %.1f x floor", floorTarget),
