@@ -47,7 +47,8 @@ const openGatherAge = 2 * time.Second
 // its reply in before the window ends, and the question goes straight to
 // Settled in one status write instead of two; a question not answered by
 // then is written Open. A governed question's first votes that decide
-// nothing wait with it, as votes do (see hold). Nothing is written while it
+// nothing wait with it, and for their own window too (see hold and
+// onlyCounts): the later of the two ends the wait. Nothing is written while it
 // waits, so a restart loses nothing: the next look decides again. A nil
 // gatherer never holds.
 func (g *gatherer) holdOpen(key types.NamespacedName, q *hitlv1.UserQuestion, d *Decision, now time.Time, window time.Duration) time.Duration {
@@ -125,17 +126,28 @@ func (g *gatherer) forget(key types.NamespacedName) {
 // onlyCounts reports whether decision d on q does nothing but count votes
 // that decide nothing: the question's state stays, every reply it changes
 // becomes Counted, and its status changes in its votes and tally alone.
+//
+// A governed question's first look counts too when it does nothing but
+// count such votes into its first status, Open (the status holdOpen holds
+// anyway): its first votes wait their own window, from the first of them,
+// as later votes do, not only what is left of the Open status's, which
+// began before any vote was sent. Approvers notified together send their
+// votes together, but three creates at once on a busy API server return
+// tens of milliseconds apart: with only the rest of the Open window, the
+// first vote was written alone (the Open status, then its outcome), and
+// the vote that decides waited behind both writes.
 func onlyCounts(q *hitlv1.UserQuestion, d *Decision) bool {
-	if q.Status.Approval == nil || d.Transition != "" || len(d.Replies) == 0 {
+	if d.Transition != "" || len(d.Replies) == 0 || !onlyVotes(d) {
+		return false
+	}
+	if q.Status.State == "" {
+		return d.Status.Approval != nil && d.Status.State == hitlv1.StateOpen
+	}
+	if q.Status.Approval == nil {
 		return false
 	}
 	if s := q.Status.State; s != hitlv1.StateOpen && s != hitlv1.StateContinued {
 		return false
-	}
-	for _, c := range d.Replies {
-		if c.Outcome != hitlv1.OutcomeCounted {
-			return false
-		}
 	}
 	rest := d.Status
 	rest.Votes, rest.Tally = q.Status.Votes, q.Status.Tally

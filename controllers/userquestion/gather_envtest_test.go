@@ -74,6 +74,64 @@ var _ = Describe("Votes sent together", Ordered, func() {
 	})
 })
 
+// A governed question's first votes wait their own window, from the first
+// of them, not only what is left of its Open status's, which began before
+// any vote arrived. The manager runs with long windows here, the vote's
+// longer than the Open status's, so the test does not depend on how fast
+// the creates follow each other.
+var _ = Describe("A new question's first votes", Ordered, func() {
+	const openWindow, voteWindow = time.Second, 3 * time.Second
+	var ns string
+	BeforeAll(func() {
+		stopManager()
+		c := manager.DefaultConfig()
+		c.OpenGather, c.VoteGather = openWindow, voteWindow
+		startManagerWith(c)
+	})
+	AfterAll(func() {
+		stopManager()
+		startManager()
+	})
+	BeforeEach(func() {
+		ns = newNamespace()
+		Expect(k8s.Create(ctx, policy(ns, "two", hitlv1.ApprovalRule{Approvals: 2}))).To(Succeed())
+		time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
+	})
+
+	It("wait their own window, past the Open status's", func() {
+		w, err := k8sWatch(ns)
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		q := Question("fresh", ns).Agent("release-bot").Ask("ship", "Ship v2?", "approve", "reject").Approval("approve", "reject", "").Obj()
+		q.Spec.AskedBy = &hitlv1.UserInfo{Username: "release-bot", UID: "uid-bot"}
+		Expect(k8s.Create(ctx, q)).To(Succeed())
+		asked := time.Now()
+		Expect(k8s.Create(ctx, Reply("alice", ns, "fresh").Select("ship", "approve").AnsweredBy("alice").Obj())).To(Succeed())
+		// Past the Open status's window, inside the first vote's.
+		time.Sleep(time.Until(asked.Add(openWindow + openWindow/2)))
+		Expect(k8s.Create(ctx, Reply("bob", ns, "fresh").Select("ship", "approve").AnsweredBy("bob").Obj())).To(Succeed())
+		var history []hitlv1.QuestionState
+		Eventually(func() []hitlv1.QuestionState {
+			for {
+				select {
+				case ev := <-w.ResultChan():
+					if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == "fresh" {
+						history = append(history, q.Status.State)
+					}
+				default:
+					return history
+				}
+			}
+		}, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
+		Expect(history).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled, counting both votes")
+		votes := question(ns, "fresh")().Status.Settlement.Votes
+		Expect(votes).To(HaveLen(2))
+		Expect(votes[0].At).To(Equal(votes[1].At), "both votes were counted by one decision")
+		Eventually(outcome(ns, "alice")).Should(Equal(hitlv1.OutcomeCounted))
+		Eventually(outcome(ns, "bob")).Should(Equal(hitlv1.OutcomeApplied))
+	})
+})
+
 // A question answered at once goes straight to Settled in one status write:
 // its Open status waits for a reply first. The manager runs with a long
 // window here, so the test does not depend on how fast the reply follows.

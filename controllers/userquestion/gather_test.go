@@ -23,6 +23,12 @@ func TestGatherHoldsOnlyVotesThatDecideNothing(t *testing.T) {
 		d.Status.Tally = "1/2"
 		return d
 	}
+	// firstLook makes d a governed question's first status, Open, which
+	// fixes its rule, counting the vote.
+	firstLook := func(d *Decision) {
+		d.Status.State = hitlv1.StateOpen
+		d.Status.Approval = &hitlv1.EffectiveApproval{Approvals: 2}
+	}
 	const window = 25 * time.Millisecond
 	now := time.Unix(1_800_000_000, 0)
 	cases := []struct {
@@ -42,7 +48,19 @@ func TestGatherHoldsOnlyVotesThatDecideNothing(t *testing.T) {
 			d.Replies = append(d.Replies, ReplyChange{Name: "mallory", Outcome: hitlv1.OutcomeRejected, Reason: hitlv1.CodeDuplicateVote})
 		}},
 		{name: "a status that changes otherwise is written", q: governed(hitlv1.StateOpen), change: func(d *Decision) { d.Status.ObservedGeneration = 2 }},
-		{name: "the first look, which fixes the rule, is written", q: governed(""), change: func(d *Decision) { d.Status.State = hitlv1.StateOpen }},
+		{name: "a new question's first votes wait too", q: &hitlv1.UserQuestion{}, change: firstLook, want: window},
+		{name: "a new question's first look without a vote is holdOpen's", q: &hitlv1.UserQuestion{}, change: func(d *Decision) {
+			firstLook(d)
+			d.Replies = nil
+		}},
+		{name: "an ungoverned question's first reply is never held here", q: &hitlv1.UserQuestion{}, change: func(d *Decision) {
+			firstLook(d)
+			d.Status.Approval = nil
+		}},
+		{name: "a first look that closes the window is written", q: &hitlv1.UserQuestion{}, change: func(d *Decision) {
+			firstLook(d)
+			d.Transition, d.Status.State = hitlv1.StateContinued, hitlv1.StateContinued
+		}},
 		{name: "an ungoverned question is never held", q: func() *hitlv1.UserQuestion {
 			q := governed(hitlv1.StateOpen)
 			q.Status.Approval = nil
@@ -152,5 +170,46 @@ func TestHoldOpenWaitsOnlyForANewQuestionsFirstStatus(t *testing.T) {
 				t.Fatalf("forgotten, a look starts a new wait: holdOpen = %v", got)
 			}
 		})
+	}
+}
+
+// A governed question's first votes wait their own window, from the first
+// of them, not only what is left of the Open status's, which began at the
+// question's first look, before any vote was sent: the votes sent together
+// are counted in one status write even when the first arrives as the Open
+// window ends. The looks run as Reconcile runs them: hold, then holdOpen.
+func TestFirstVotesWaitTheirOwnWindow(t *testing.T) {
+	const window = 25 * time.Millisecond
+	asked := time.Unix(1_800_000_000, 0)
+	q := &hitlv1.UserQuestion{}
+	q.CreationTimestamp.Time = asked.Truncate(time.Second)
+	key := types.NamespacedName{Namespace: "agents", Name: "ship"}
+	g := newGatherer()
+	look := func(at time.Duration, votes ...string) time.Duration {
+		t.Helper()
+		d := Decision{Status: hitlv1.UserQuestionStatus{State: hitlv1.StateOpen, Approval: &hitlv1.EffectiveApproval{Approvals: 2}}}
+		for _, v := range votes {
+			d.Replies = append(d.Replies, ReplyChange{Name: v, Outcome: hitlv1.OutcomeCounted})
+		}
+		now := asked.Add(at)
+		if wait := g.hold(key, q, &d, now, window); wait > 0 {
+			return wait
+		}
+		return g.holdOpen(key, q, &d, now, window)
+	}
+	if got := look(0); got != window {
+		t.Fatalf("the first look, no vote yet: wait %s, want %s", got, window)
+	}
+	if got := look(20*time.Millisecond, "alice"); got != window {
+		t.Fatalf("the first vote, 20ms in: wait %s, want its own window, %s", got, window)
+	}
+	if got := look(30*time.Millisecond, "alice"); got != 15*time.Millisecond {
+		t.Fatalf("30ms in, the Open window over: wait %s, want the rest of the vote's, 15ms", got)
+	}
+	if got := look(45*time.Millisecond, "alice"); got != 0 {
+		t.Fatalf("45ms in, both windows over: wait %s, want 0 (written)", got)
+	}
+	if len(g.since) != 0 || len(g.opening) != 0 {
+		t.Errorf("a written decision left questions held: %d votes, %d opening", len(g.since), len(g.opening))
 	}
 }
