@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -408,4 +409,48 @@ func TestRefusalsAskTheAuthorizerOncePerDenialTTL(t *testing.T) {
 			t.Errorf("eve: %d reviews, refusal %+v; want 1 review and FORBIDDEN", reviews, refused["eve-1"])
 		}
 	})
+}
+
+// The votes of three approvers whose grants lapsed together are judged
+// with their three access reviews asked at once, not one after another.
+func TestRefusalsAskDistinctAuthorsAtOnce(t *testing.T) {
+	q := openQuestion()
+	var inFlight, most atomic.Int32
+	allowed := map[string]bool{"alice": true, "bob": true}
+	all := make(chan struct{})
+	var once sync.Once
+	api := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			sar, ok := obj.(*authorizationv1.SubjectAccessReview)
+			if !ok {
+				return fmt.Errorf("unexpected create of a %T", obj)
+			}
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if n == 3 {
+				once.Do(func() { close(all) })
+			}
+			select { // each review waits, a while, for the others
+			case <-all:
+			case <-time.After(2 * time.Second):
+			}
+			sar.Status.Allowed = allowed[sar.Spec.User]
+			return nil
+		},
+	})
+	r := &Reconciler{Client: api, Clock: clocktesting.NewFakeClock(t0), grants: newGrantCache()}
+	replies := []hitlv1.QuestionReply{*shippedReply(q, "a", "alice"), *shippedReply(q, "b", "bob"), *shippedReply(q, "m", "mallory"),
+		*shippedReply(q, "a2", "alice")}
+	refused, err := r.refusals(context.Background(), q, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := most.Load(); got != 3 {
+		t.Errorf("at most %d access reviews in flight at once, want the 3 authors' together", got)
+	}
+	if len(refused) != 1 || refused["m"].Code != hitlv1.CodeForbidden {
+		t.Errorf("refused %+v, want mallory's reply alone, FORBIDDEN", refused)
+	}
 }

@@ -3,6 +3,8 @@ package userquestion
 import (
 	"context"
 	"fmt"
+	"sync"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,13 +24,19 @@ import (
 // did not name its agent, is refused here before it can settle or queue.
 func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, replies []hitlv1.QuestionReply) (map[string]Refusal, error) {
 	var refused map[string]Refusal
-	decided := map[string]bool{}
 	refuse := func(name string, code hitlv1.ErrorCode, message string) {
 		if refused == nil {
 			refused = map[string]Refusal{}
 		}
 		refused[name] = Refusal{Code: code, Message: message}
 	}
+	// The authors to judge, one review per author: a burst of replies
+	// from one user (or a flood) to one question costs one call, and a
+	// person answering question after question one call every grantTTL.
+	keys := map[string]string{} // reply name → its author's grant key
+	decided := map[string]bool{}
+	toAsk := map[string]*hitlv1.UserInfo{}
+	now := r.Clock.Now()
 	for i := range replies {
 		reply := &replies[i]
 		if reply.Status.Outcome != "" || reply.DeletionTimestamp != nil || implied(q, reply) {
@@ -45,39 +53,81 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 				hitlv1.CodeForbidden, reply.Name))
 			continue
 		}
-		// One review per author: a burst of replies from one user (or a
-		// flood) to one question costs one call, and a person answering
-		// question after question one call every grantTTL.
 		key := grantKey(by, q.Namespace, q.Spec.Agent)
-		allowed, known := decided[key]
+		keys[reply.Name] = key
+		if _, known := decided[key]; known {
+			continue
+		}
 		switch {
-		case known:
-		case r.grants.allowed(key, r.Clock.Now()):
-			allowed, known = true, true
-		case r.grants.denied(key, r.Clock.Now()):
-			allowed, known = false, true
+		case r.grants.allowed(key, now):
+			decided[key] = true
+		case r.grants.denied(key, now):
+			decided[key] = false
+		default:
+			toAsk[key] = by
 		}
-		if !known {
-			var err error
-			allowed, err = r.grants.shared(ctx, key, func() (bool, error) {
-				allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
-				return allowed, err
-			})
-			if err != nil {
-				return nil, err
-			}
-			decided[key] = allowed
-			if allowed {
-				r.grants.allow(key, r.Clock.Now())
-			} else {
-				r.grants.deny(key, r.Clock.Now())
-			}
-		}
-		if !allowed {
-			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(by.Username, q.Spec.Agent).Error())
+	}
+	asked, err := r.askGrants(ctx, q, toAsk)
+	if err != nil {
+		return nil, err
+	}
+	for key, allowed := range asked {
+		decided[key] = allowed
+	}
+	for i := range replies {
+		reply := &replies[i]
+		if key, judged := keys[reply.Name]; judged && !decided[key] {
+			refuse(reply.Name, hitlv1.CodeForbidden, access.ForbiddenAnswer(reply.Spec.AnsweredBy.Username, q.Spec.Agent).Error())
 		}
 	}
 	return refused, nil
+}
+
+// askGrants asks the API server's authorizer, for each author of toAsk (by
+// grant key), whether they may answer q's agent, and remembers the
+// answers. The authors are asked at once: when the grants of the voters
+// of an approval lapse together, one after another their reviews held the
+// look that counts their votes for three round trips instead of one.
+func (r *Reconciler) askGrants(ctx context.Context, q *hitlv1.UserQuestion, toAsk map[string]*hitlv1.UserInfo) (map[string]bool, error) {
+	if len(toAsk) == 0 {
+		return nil, nil
+	}
+	var (
+		mu       sync.Mutex
+		answers  = make(map[string]bool, len(toAsk))
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for key, by := range toAsk {
+		wg.Go(func() {
+			allowed, err := r.grants.shared(ctx, key, func() (bool, error) {
+				allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
+				return allowed, err
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			answers[key] = allowed
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	now := r.Clock.Now()
+	for key, allowed := range answers {
+		if allowed {
+			r.grants.allow(key, now)
+		} else {
+			r.grants.deny(key, now)
+		}
+	}
+	return answers, nil
 }
 
 // implied reports whether the question's status already names the reply
