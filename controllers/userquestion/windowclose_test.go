@@ -119,7 +119,11 @@ var _ = Describe("Closing windows while the API server is slow", Ordered, func()
 
 	It("queues a reply that comes while its question's close is being written", func() {
 		ns := newNamespace()
-		Expect(k8s.Create(ctx, Question("mid", ns).Ask("q", "Q?", "yes", "no").Timeout(time.Second).Obj())).To(Succeed())
+		// Two seconds: the window starts at the creation time, a whole
+		// second, so a one-second window created late in its second could
+		// close before the first look, which then writes Continued and
+		// never Open (the first status waits --open-gather for a reply).
+		Expect(k8s.Create(ctx, Question("mid", ns).Ask("q", "Q?", "yes", "no").Timeout(2*time.Second).Obj())).To(Succeed())
 		Eventually(state(ns, "mid"), "10s").Should(Equal(hitlv1.StateOpen))
 		Eventually(func() []hitlv1.QuestionState { return slow.states("mid") }, "10s", "5ms").
 			Should(Equal([]hitlv1.QuestionState{hitlv1.StateOpen, hitlv1.StateContinued}))
