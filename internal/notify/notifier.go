@@ -26,9 +26,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/reference"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +63,10 @@ type Options struct {
 	// channel's Secret created or changed is seen within it); zero is a
 	// minute.
 	Resync time.Duration
+	// RecordQuiet is how long no new question must come before the
+	// records and Events of the notifications sent while questions kept
+	// arriving are written (recorder.go); zero is a second.
+	RecordQuiet time.Duration
 	// Clock is the notifier's time; nil is the real clock.
 	Clock clock.WithTicker
 	// SkipNameValidation lets tests set the notifier up more than once in
@@ -92,9 +98,16 @@ type Notifier struct {
 	// holds those given up on until their channel changes.
 	pending, givenUp map[string]bool
 
-	// records holds the questions whose record is to be written
-	// (recorder.go).
-	records workqueue.TypedRateLimitingInterface[recordKey]
+	// records holds the questions whose record is to be written; hold
+	// holds back those of what was sent while questions keep arriving,
+	// and holdWake tells the releaser that it holds the first; unsent
+	// holds the NotificationSent Events to emit once their question's
+	// record was written (recorder.go).
+	records  workqueue.TypedRateLimitingInterface[recordKey]
+	hold     *holdBack
+	holdWake chan struct{}
+	unsent   map[recordKey][]sentEvent
+	scheme   *runtime.Scheme
 }
 
 // namespace is what the notifier knows of one namespace.
@@ -124,6 +137,9 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 	if o.Resync == 0 {
 		o.Resync = time.Minute
 	}
+	if o.RecordQuiet == 0 {
+		o.RecordQuiet = recordQuiet
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = channel.NewHTTPClient(10 * time.Second)
 	}
@@ -141,6 +157,10 @@ func New(mgr ctrl.Manager, o Options) (*Notifier, error) {
 			Name: "hitl-notify-plan", Clock: o.Clock,
 		}),
 		records:    newRecordQueue(),
+		hold:       newHoldBack(o.RecordQuiet, recordHoldMax),
+		holdWake:   make(chan struct{}, 1),
+		unsent:     map[recordKey][]sentEvent{},
+		scheme:     mgr.GetScheme(),
 		namespaces: map[string]*namespace{}, queues: map[types.NamespacedName]*queue{},
 		sent: map[types.UID]Record{}, pending: map[string]bool{}, givenUp: map[string]bool{},
 	}
@@ -175,9 +195,9 @@ func ownConnection(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// Start runs the planning workers and the record writers until ctx ends;
-// then it writes, for a few seconds at most, the records of what was sent
-// and not recorded yet.
+// Start runs the planning workers, the releaser of the bookkeeping held
+// back and the record writers until ctx ends; then it writes, for a few
+// seconds at most, the records of what was sent and not recorded yet.
 func (n *Notifier) Start(ctx context.Context) error {
 	n.ctx = ctx
 	close(n.started)
@@ -188,12 +208,19 @@ func (n *Notifier) Start(ctx context.Context) error {
 			}
 		})
 	}
+	wg.Go(func() { n.releaseHeld(ctx) })
 	for range recordWorkers {
 		writers.Go(func() { n.writeRecords(context.WithoutCancel(ctx)) })
 	}
 	<-ctx.Done()
 	n.plan.ShutDown()
 	wg.Wait()
+	n.mu.Lock()
+	held := n.hold.close()
+	n.mu.Unlock()
+	for _, k := range held {
+		n.records.Add(k)
+	}
 	n.stopRecords()
 	writers.Wait()
 	n.mu.Lock()
@@ -382,6 +409,9 @@ func (n *Notifier) observe(name string, ev answerer.Event) {
 			delete(n.sent, q.UID)
 		}
 	} else {
+		if old := ns.questions[q.Name]; old == nil || old.UID != q.UID {
+			n.hold.arrived(n.opts.Clock.Now())
+		}
 		ns.questions[q.Name] = q
 	}
 	n.mu.Unlock()
@@ -460,8 +490,9 @@ func splitKey(k string) (uid, namespace, channelName, key string) {
 
 // deliver sends one queued notification: if it is still due (the question
 // may have moved on while it waited), through the channel's sender with
-// retries; then queues its question for the record (recorder.go), counts it
-// and tells of it in an Event.
+// retries; then counts it, and queues its question for the record, then
+// to be told of in an Event: at once or, while questions keep arriving,
+// once they stop (recorder.go).
 func (n *Notifier) deliver(ctx context.Context, it item) {
 	n.mu.Lock()
 	q, policies, ns := n.questionLocked(it.question)
@@ -523,9 +554,18 @@ func (n *Notifier) deliver(ctx context.Context, it item) {
 	}
 	r.Add(d.Channel, d.Key)
 	delete(n.pending, k)
+	// The Event names the question as it was when sent, without keeping
+	// the whole of it while it is held back.
+	var regarding runtime.Object = q
+	if ref, err := reference.GetReference(n.scheme, q); err == nil {
+		regarding = ref
+	}
+	rk := recordKey{it.question, q.UID}
+	held := n.sentLocked(rk, sentEvent{regarding: regarding, event: d.Event, channel: d.Channel})
 	n.mu.Unlock()
-	n.records.Add(recordKey{it.question, q.UID})
-	n.events.Eventf(q, nil, corev1.EventTypeNormal, "NotificationSent", "Notify", "%s notification sent to channel %s", d.Event, d.Channel)
+	if !held {
+		n.records.Add(rk)
+	}
 }
 
 // item is a notification in a channel's queue.
