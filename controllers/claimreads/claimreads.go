@@ -41,8 +41,8 @@ const claimReadMaxAge = 2 * time.Second
 // claims with a ResourceQuota on count/questionclaims.hitl.dev).
 //
 // Reads overlap, a few at a time: a window due after the newest read was
-// sent waits for a read sent at most claimReadSpacing later (through the
-// fence, fenceReadSpacing), or sooner if a read returns first. The API server answers the reads sent between two
+// sent waits for a read sent at most claimReadSpacing later, or sooner if
+// a read returns first. The API server answers the reads sent between two
 // of its progress requests together, at the second, so a window waits for
 // about one of them. One read at a time made a window that fell due while
 // a read was in flight wait for that read and then for the next: up to
@@ -74,14 +74,6 @@ const (
 	// claimReadSpacing is how often reads are sent while windows keep
 	// falling due after the newest was sent.
 	claimReadSpacing = 25 * time.Millisecond
-	// fenceReadSpacing is that spacing for reads through the fence. A
-	// fence read is a write and a watch event, a few milliseconds, which
-	// no progress request holds up: spaced as lists, a window that fell
-	// due just after a read was sent waited up to 25 ms for the next
-	// before its own read began, the most of its lateness beyond a bare
-	// timer's. Spaced this little, a window waits about one fence; the
-	// API server takes at most 200 fence writes a second.
-	fenceReadSpacing = 5 * time.Millisecond
 	// claimReadsInFlight is how many reads may be in flight at once.
 	claimReadsInFlight = 8
 )
@@ -169,7 +161,7 @@ func (c *Reads) join(ctx context.Context, t time.Time) (read *Read, asked bool) 
 		return c.next, false
 	}
 	now := c.clock.Now()
-	wait := lastSent.Add(c.spacing(now)).Sub(now)
+	wait := lastSent.Add(claimReadSpacing).Sub(now)
 	if inFlight == 0 || (wait <= 0 && inFlight < claimReadsInFlight) {
 		read = &Read{done: make(chan struct{})}
 		c.start(ctx, read)
@@ -189,20 +181,6 @@ func (c *Reads) join(ctx context.Context, t time.Time) (read *Read, asked bool) 
 		}()
 	}
 	return next, true
-}
-
-// spacing is how far apart reads are sent at now: through the fence when
-// it is in use, else as lists.
-func (c *Reads) spacing(now time.Time) time.Duration {
-	if c.fenceOn(now) {
-		return fenceReadSpacing
-	}
-	return claimReadSpacing
-}
-
-// fenceOn reports whether reads go through the fence at now.
-func (c *Reads) fenceOn(now time.Time) bool {
-	return c.fence != nil && now.UnixNano() >= c.fenceOffUntil.Load()
 }
 
 // sendNext sends the next read, if windows wait for one. c.mu is held.
@@ -262,7 +240,7 @@ const claimReadPage = 1000
 // the first are served at the first's resourceVersion, so together they
 // are one consistent read.
 func (c *Reads) list(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
-	if c.fenceOn(c.clock.Now()) {
+	if c.fence != nil && c.clock.Now().UnixNano() >= c.fenceOffUntil.Load() {
 		claims, err := c.fence.read(ctx)
 		if err == nil {
 			claimListsTotal.WithLabelValues("fence").Inc()

@@ -359,26 +359,3 @@ func TestClaimReadsAFailedPageFailsTheRead(t *testing.T) {
 		t.Fatalf("a read whose second page failed returned %d claims and no error", len(r.claims))
 	}
 }
-
-// Reads through the fence are sent fenceReadSpacing apart, which no
-// progress request of the API server holds up; once the fence could not be
-// written, reads list again, claimReadSpacing apart.
-func TestClaimReadsThroughTheFenceAreSpacedLess(t *testing.T) {
-	clk := clocktesting.NewFakeClock(seen)
-	reads := New(&countingClaims{}, clk)
-	if got := reads.spacing(clk.Now()); got != claimReadSpacing {
-		t.Errorf("without a fence: reads %s apart, want %s", got, claimReadSpacing)
-	}
-	reads.UseFence(&Fence{})
-	if got := reads.spacing(clk.Now()); got != fenceReadSpacing {
-		t.Errorf("through the fence: reads %s apart, want %s", got, fenceReadSpacing)
-	}
-	reads.fenceOffUntil.Store(clk.Now().Add(fenceRetry).UnixNano())
-	if got := reads.spacing(clk.Now()); got != claimReadSpacing {
-		t.Errorf("while the fence is off: reads %s apart, want %s", got, claimReadSpacing)
-	}
-	clk.Step(fenceRetry)
-	if got := reads.spacing(clk.Now()); got != fenceReadSpacing {
-		t.Errorf("once the fence is tried again: reads %s apart, want %s", got, fenceReadSpacing)
-	}
-}
