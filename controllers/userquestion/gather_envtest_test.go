@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
 
 	hitlv1 "github.com/hitl-dev/hitl/api/v1alpha1"
 	"github.com/hitl-dev/hitl/internal/manager"
@@ -110,20 +111,9 @@ var _ = Describe("A new question's first votes", Ordered, func() {
 		// Past the Open status's window, inside the first vote's.
 		time.Sleep(time.Until(asked.Add(openWindow + openWindow/2)))
 		Expect(k8s.Create(ctx, Reply("bob", ns, "fresh").Select("ship", "approve").AnsweredBy("bob").Obj())).To(Succeed())
-		var history []hitlv1.QuestionState
-		Eventually(func() []hitlv1.QuestionState {
-			for {
-				select {
-				case ev := <-w.ResultChan():
-					if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == "fresh" {
-						history = append(history, q.Status.State)
-					}
-				default:
-					return history
-				}
-			}
-		}, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
-		Expect(history).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled, counting both votes")
+		history := statesSeen(w, "fresh")
+		Eventually(history, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
+		Expect(history()).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled, counting both votes")
 		votes := question(ns, "fresh")().Status.Settlement.Votes
 		Expect(votes).To(HaveLen(2))
 		Expect(votes[0].At).To(Equal(votes[1].At), "both votes were counted by one decision")
@@ -156,20 +146,9 @@ var _ = Describe("A question answered at once", Ordered, func() {
 		defer w.Stop()
 		Expect(k8s.Create(ctx, Question("now", ns).Ask("q", "Q?", "yes", "no").Obj())).To(Succeed())
 		Expect(k8s.Create(ctx, Reply("now-r", ns, "now").Select("q", "yes").Obj())).To(Succeed())
-		var history []hitlv1.QuestionState
-		Eventually(func() []hitlv1.QuestionState {
-			for {
-				select {
-				case ev := <-w.ResultChan():
-					if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == "now" {
-						history = append(history, q.Status.State)
-					}
-				default:
-					return history
-				}
-			}
-		}, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
-		Expect(history).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled")
+		history := statesSeen(w, "now")
+		Eventually(history, "10s", "10ms").Should(ContainElement(hitlv1.StateSettled))
+		Expect(history()).To(Equal([]hitlv1.QuestionState{"", hitlv1.StateSettled}), "one status write: Settled")
 		Eventually(outcome(ns, "now-r")).Should(Equal(hitlv1.OutcomeApplied))
 	})
 
@@ -180,3 +159,22 @@ var _ = Describe("A question answered at once", Ordered, func() {
 		Expect(time.Since(asked)).To(BeNumerically(">=", window), "Open waited for a reply")
 	})
 })
+
+// statesSeen returns what w has delivered so far of question name's
+// states, each status write's in order, taking in what arrived since the
+// last call.
+func statesSeen(w watch.Interface, name string) func() []hitlv1.QuestionState {
+	var history []hitlv1.QuestionState
+	return func() []hitlv1.QuestionState {
+		for {
+			select {
+			case ev := <-w.ResultChan():
+				if q, ok := ev.Object.(*hitlv1.UserQuestion); ok && q.Name == name {
+					history = append(history, q.Status.State)
+				}
+			default:
+				return history
+			}
+		}
+	}
+}
