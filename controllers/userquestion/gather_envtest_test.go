@@ -19,21 +19,8 @@ import (
 var _ = Describe("Votes sent together", Ordered, func() {
 	const window = 2 * time.Second
 	var ns string
-	BeforeAll(func() {
-		stopManager()
-		c := manager.DefaultConfig()
-		c.VoteGather = window
-		startManagerWith(c)
-	})
-	AfterAll(func() {
-		stopManager()
-		startManager()
-	})
-	BeforeEach(func() {
-		ns = newNamespace()
-		Expect(k8s.Create(ctx, policy(ns, "two", hitlv1.ApprovalRule{Approvals: 2}))).To(Succeed())
-		time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
-	})
+	runManagerWith(func(c *manager.Config) { c.VoteGather = window })
+	BeforeEach(func() { ns = governedNamespace() })
 	ask := func(name string) {
 		GinkgoHelper()
 		q := Question(name, ns).Agent("release-bot").Ask("ship", "Ship v2?", "approve", "reject").Approval("approve", "reject", "").Obj()
@@ -83,21 +70,8 @@ var _ = Describe("Votes sent together", Ordered, func() {
 var _ = Describe("A new question's first votes", Ordered, func() {
 	const openWindow, voteWindow = time.Second, 3 * time.Second
 	var ns string
-	BeforeAll(func() {
-		stopManager()
-		c := manager.DefaultConfig()
-		c.OpenGather, c.VoteGather = openWindow, voteWindow
-		startManagerWith(c)
-	})
-	AfterAll(func() {
-		stopManager()
-		startManager()
-	})
-	BeforeEach(func() {
-		ns = newNamespace()
-		Expect(k8s.Create(ctx, policy(ns, "two", hitlv1.ApprovalRule{Approvals: 2}))).To(Succeed())
-		time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
-	})
+	runManagerWith(func(c *manager.Config) { c.OpenGather, c.VoteGather = openWindow, voteWindow })
+	BeforeEach(func() { ns = governedNamespace() })
 
 	It("wait their own window, past the Open status's", func() {
 		w, err := k8sWatch(ns)
@@ -128,16 +102,7 @@ var _ = Describe("A new question's first votes", Ordered, func() {
 var _ = Describe("A question answered at once", Ordered, func() {
 	const window = 2 * time.Second
 	var ns string
-	BeforeAll(func() {
-		stopManager()
-		c := manager.DefaultConfig()
-		c.OpenGather = window
-		startManagerWith(c)
-	})
-	AfterAll(func() {
-		stopManager()
-		startManager()
-	})
+	runManagerWith(func(c *manager.Config) { c.OpenGather = window })
 	BeforeEach(func() { ns = newNamespace() })
 
 	It("is written Settled without ever being written Open", func() {
@@ -177,4 +142,29 @@ func statesSeen(w watch.Interface, name string) func() []hitlv1.QuestionState {
 			}
 		}
 	}
+}
+
+// runManagerWith runs the manager of the enclosing Ordered container with
+// the default configuration changed by set, and the default one after it.
+func runManagerWith(set func(*manager.Config)) {
+	BeforeAll(func() {
+		stopManager()
+		c := manager.DefaultConfig()
+		set(&c)
+		startManagerWith(c)
+	})
+	AfterAll(func() {
+		stopManager()
+		startManager()
+	})
+}
+
+// governedNamespace is a new namespace whose approvals need two votes
+// (policy "two"), once the manager's cache has seen the policy.
+func governedNamespace() string {
+	GinkgoHelper()
+	ns := newNamespace()
+	Expect(k8s.Create(ctx, policy(ns, "two", hitlv1.ApprovalRule{Approvals: 2}))).To(Succeed())
+	time.Sleep(200 * time.Millisecond) // the manager's cache sees the policy
+	return ns
 }
