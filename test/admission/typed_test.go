@@ -18,65 +18,6 @@ import (
 	"github.com/hitl-dev/hitl/test/testenv"
 )
 
-// typedInputs are a rule of each input type, with the bounds it takes,
-// and a value that fits each (the seed the fuzzer mutates).
-var typedInputs = []struct {
-	in   *hitlv1.AnswerInput
-	seed string
-}{
-	{&hitlv1.AnswerInput{Type: hitlv1.InputString, MinLength: ptr.To[int32](3), MaxLength: ptr.To[int32](8), Pattern: `^T-[0-9]+$`}, "T-1234"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputNumber, Minimum: ptr.To(intstr.FromString("-2.5")), Maximum: ptr.To(intstr.FromString("99.75"))}, "12.5"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputInteger, Minimum: ptr.To(intstr.FromInt32(1)), Maximum: ptr.To(intstr.FromInt32(12))}, "7"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputBoolean}, "true"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputDate}, "2026-02-28"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputDateTime}, "2026-12-24T18:30:00+01:00"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputEmail, MaxLength: ptr.To[int32](24)}, "ops.team@example.com"},
-	{&hitlv1.AnswerInput{Type: hitlv1.InputURI, MinLength: ptr.To[int32](10)}, "https://tickets.example.com/T-1"},
-}
-
-// mutate changes value by one of a few edits, with characters that matter
-// to the types: digits, signs, separators, letters.
-func mutate(r *rand.Rand, value string) string {
-	const alphabet = "0123456789-+.:eETZ@/ xa"
-	b := []rune(value)
-	at := r.IntN(len(b) + 1)
-	c := rune(alphabet[r.IntN(len(alphabet))])
-	switch r.IntN(4) {
-	case 0: // insert
-		b = append(b[:at], append([]rune{c}, b[at:]...)...)
-	case 1: // delete
-		if at < len(b) {
-			b = append(b[:at], b[at+1:]...)
-		}
-	case 2: // replace
-		if at < len(b) {
-			b[at] = c
-		}
-	default: // repeat a stretch, to cross a length bound
-		b = append(b, b[at:]...)
-	}
-	return string(b)
-}
-
-// fuzzedValues are n mutations of seed that do not fit in, by the oracle,
-// and one that does.
-func fuzzedValues(r *rand.Rand, in *hitlv1.AnswerInput, seed string, n int) (bad []string, good string) {
-	good = seed
-	for tries := 0; len(bad) < n && tries < 10000; tries++ {
-		v := mutate(r, seed)
-		switch {
-		case v == "" || strings.Contains(v, " ") && in.Type == hitlv1.InputURI:
-			// An empty text is a skip; a space in a uri is refused by both, but
-			// makes a poor case.
-		case !oracle.Fits(in, v):
-			bad = append(bad, v)
-		case good == seed && v != seed:
-			good = v
-		}
-	}
-	return bad, good
-}
-
 // typedCases: typed and sensitive answers (SPEC §8), checked at admission
 // by the webhook where it runs and by the controller in every mode.
 var typedCases = []admissionCase{
@@ -85,13 +26,13 @@ var typedCases = []admissionCase{
 
 		seed := GinkgoRandomSeed()
 		r := rand.New(rand.NewPCG(uint64(seed), uint64(len(s.mode.String()))))
-		for i, t := range typedInputs {
-			id := fmt.Sprintf("%s-%d", strings.ToLower(string(t.in.Type)), i)
+		for i, t := range oracle.Seeds {
+			id := fmt.Sprintf("%s-%d", strings.ToLower(string(t.In.Type)), i)
 			q := s.question("release-bot")
-			q.Spec.Questions = []hitlv1.Question{{ID: id, Question: "Which value?", Input: t.in}}
+			q.Spec.Questions = []hitlv1.Question{{ID: id, Question: "Which value?", Input: t.In}}
 			Expect(bot.Create(ctx, q)).To(Succeed())
-			bad, good := fuzzedValues(r, t.in, t.seed, 3)
-			Expect(bad).To(HaveLen(3), "the fuzzer found bad values for %s (seed %d)", t.in.Type, seed)
+			bad, good := oracle.Mutations(r, t.In, t.Value, 3)
+			Expect(bad).To(HaveLen(3), "the fuzzer found bad values for %s (seed %d)", t.In.Type, seed)
 			for _, v := range bad {
 				reply := typedReply(s, q, hitlv1.AnswerItem{ID: id, Custom: v})
 				err := alice.Create(ctx, reply)
@@ -99,11 +40,11 @@ var typedCases = []admissionCase{
 					refusedByWebhook(err, hitlv1.CodeBadAnswer, "question "+id+": ", "(spec.answers[0].custom)")
 					continue
 				}
-				Expect(err).NotTo(HaveOccurred(), "%s %q: the policies cannot read the question; the controller refuses it", t.in.Type, v)
+				Expect(err).NotTo(HaveOccurred(), "%s %q: the policies cannot read the question; the controller refuses it", t.In.Type, v)
 				s.expectRejected(reply.Name, hitlv1.CodeBadAnswer, "question "+id+": ")
 			}
 			s.staysOpen(q.Name)
-			Expect(alice.Create(ctx, typedReply(s, q, hitlv1.AnswerItem{ID: id, Custom: good}))).To(Succeed(), "%s %q", t.in.Type, good)
+			Expect(alice.Create(ctx, typedReply(s, q, hitlv1.AnswerItem{ID: id, Custom: good}))).To(Succeed(), "%s %q", t.In.Type, good)
 			Eventually(s.state(q.Name)).Should(Equal(hitlv1.StateSettled))
 			Expect(s.storedQuestion(q.Name).Status.Answers).To(Equal([]hitlv1.AnswerItem{{ID: id, Custom: good}}))
 		}

@@ -56,7 +56,7 @@ func Fits(in *hitlv1.AnswerInput, value string) bool {
 		}
 	case hitlv1.InputURI:
 		_, rest, _ := strings.Cut(value, ":")
-		if !uri.MatchString(value) || rest == "//" || strings.Contains(value, "%") && !validEscapes(value) {
+		if !uri.MatchString(value) || rest == "//" || strings.Contains(value, "%") && !validEscapes(value) || !validPort(rest) {
 			return false
 		}
 	}
@@ -120,6 +120,27 @@ func validDay(y, m, d string) bool {
 		days = 29
 	}
 	return day <= days
+}
+
+// validPort checks the port of a URI's authority (after "scheme:"): the
+// host name takes no colon, so what follows the first colon of a host that
+// is no [IP literal] is digits, or nothing.
+func validPort(rest string) bool {
+	authority, ok := strings.CutPrefix(rest, "//")
+	if !ok {
+		return true
+	}
+	if end := strings.IndexAny(authority, "/?#"); end >= 0 {
+		authority = authority[:end]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		authority = authority[at+1:]
+	}
+	if strings.HasPrefix(authority, "[") {
+		return true
+	}
+	_, port, _ := strings.Cut(authority, ":")
+	return port == "" || strings.Trim(port, "0123456789") == ""
 }
 
 func validEscapes(s string) bool {

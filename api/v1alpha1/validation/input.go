@@ -232,12 +232,53 @@ func compiled(pattern string) (*regexp.Regexp, error) {
 
 // ParseDateTime reads an RFC 3339 date and time with an offset.
 func ParseDateTime(value string) (time.Time, error) {
-	// time.Parse accepts a few forms RFC 3339 does not (a lowercase t or z,
-	// a one-digit hour); the answer is checked to be written as RFC 3339.
-	if len(value) < len("2006-01-02T15:04:05Z") || value[10] != 'T' || strings.ContainsAny(value, "tz ") {
+	// time.Parse accepts forms RFC 3339 does not (a lowercase t or z, a
+	// one-digit hour, a comma before the fraction, an offset of 24:60): the
+	// answer is first checked to be written as RFC 3339, each field its
+	// full width at its place.
+	if !isRFC3339(value) {
 		return time.Time{}, fmt.Errorf("not RFC 3339")
 	}
 	return time.Parse(time.RFC3339Nano, value)
+}
+
+// isRFC3339 checks the form of an RFC 3339 date-time (the fields' ranges
+// but the offset's are left to time.Parse).
+func isRFC3339(v string) bool {
+	const layout = "dddd-dd-ddTdd:dd:dd"
+	if !fits(v, layout) {
+		return false
+	}
+	rest := v[len(layout):]
+	if len(rest) > 0 && rest[0] == '.' {
+		n := 1
+		for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	if rest == "Z" {
+		return true
+	}
+	return len(rest) == len("+dd:dd") && (rest[0] == '+' || rest[0] == '-') && fits(rest[1:], "dd:dd") &&
+		rest[1:3] <= "23" && rest[4:6] <= "59"
+}
+
+// fits reports whether v starts with layout, where d in layout is any
+// decimal digit and every other byte stands for itself.
+func fits(v, layout string) bool {
+	if len(v) < len(layout) {
+		return false
+	}
+	for i := range len(layout) {
+		if c := v[i]; layout[i] == 'd' && (c < '0' || c > '9') || layout[i] != 'd' && c != layout[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func isEmail(value string) bool {
@@ -267,6 +308,11 @@ func isURI(value string) bool {
 	}
 	rest := value[len(u.Scheme)+1:]
 	if rest == "" || rest == "//" {
+		return false
+	}
+	// url.Parse takes the last colon of a host as its port's; RFC 3986
+	// allows no colon in a host name, so "a:1:2" names no host.
+	if !strings.HasPrefix(u.Host, "[") && strings.Count(u.Host, ":") > 1 {
 		return false
 	}
 	// url.Parse leaves an opaque part's escapes unchecked.

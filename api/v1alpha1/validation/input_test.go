@@ -1,6 +1,7 @@
 package validation_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -43,10 +44,14 @@ func TestCheckValueAgreesWithTheOracle(t *testing.T) {
 		"2026-12-24", "2026-02-29", "2024-02-29", "2026-13-01", "2026-12-32", "2026-1-1", "20261224", " 2026-12-24",
 		"2026-12-24T18:00:00Z", "2026-12-24T18:00:00+01:00", "2026-12-24T18:00:00.123456789-05:30", "2026-12-24T24:00:00Z",
 		"2026-12-24T18:00:00", "2026-12-24t18:00:00z", "2026-12-24 18:00:00Z", "2026-12-24T18:60:00Z", "2026-12-24T18:00:00+1:00",
+		"2026-12-24T8:30:00+01:00", "2026-12-24T18:30:00+01:60", "2026-12-24T18:30:00+24:00", "2026-12-24T18:30:00+23:59",
+		"2026-12-24T18:30:00,5Z", "2026-12-24T18:30:00.Z", "2026-12-24T18:30:00.25Z", "2026-12-24T18:30:00+01:00:00",
 		"ops@example.com", "a.b+c@x.y", "a@b", "@b", "a@", "a@@b", "a b@c", "<a@b>", "Ops <ops@example.com>", "a..b@c", ".a@b",
 		"a@b.", "a@[1.2.3.4]", "\"a b\"@c", "é@x.y",
 		"https://example.com/x", "mailto:ops@example.com", "urn:isbn:0451450523", "http://", "http:", "example.com", "/x", "https://a b",
 		"https://x/%zz", "https://x/%41", "ab", "xxabyy", "T-1", "T-", "xT-12",
+		"https://tick:ts.example.com/T-1", "https://a:1:2/", "foo://a:1:2/", "https://a:80/x", "https://a:/x", "https://u:p@a:80/",
+		"https://:ickets.example.com/", "urn:a:b:c",
 		strings.Repeat("é", 5), strings.Repeat("é", 6),
 	}
 	for _, in := range inputs {
@@ -65,6 +70,30 @@ func TestCheckValueAgreesWithTheOracle(t *testing.T) {
 	for v, want := range map[string]bool{"https://x/%41": true, "https://x/%zz": false, "https://[::1]/": true, "https://[::1/": false} {
 		if got := validation.CheckValue(uri, v) == ""; got != want {
 			t.Errorf("uri %q: fits=%v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestCheckValueAgreesOnTheAdmissionFuzz runs the admission tests' fuzzer
+// (oracle.Mutations, seeded there by Ginkgo's random seed) over many
+// seeds: every value it calls bad is refused, every one it calls good is
+// taken.
+func TestCheckValueAgreesOnTheAdmissionFuzz(t *testing.T) {
+	for seed := range uint64(3000) {
+		r := rand.New(rand.NewPCG(seed, 8))
+		for _, s := range oracle.Seeds {
+			bad, good := oracle.Mutations(r, s.In, s.Value, 3)
+			if len(bad) != 3 {
+				t.Fatalf("seed %d, %s: %d bad values, want 3", seed, s.In.Type, len(bad))
+			}
+			for _, v := range bad {
+				if validation.CheckValue(s.In, v) == "" {
+					t.Errorf("seed %d, %s %q: accepted, the oracle refuses it", seed, s.In.Type, v)
+				}
+			}
+			if why := validation.CheckValue(s.In, good); why != "" {
+				t.Errorf("seed %d, %s %q: refused (%s), the oracle takes it", seed, s.In.Type, good, why)
+			}
 		}
 	}
 }

@@ -132,16 +132,12 @@
     return !!m && validDay(+m[1], +m[2], +m[3]);
   }
 
-  // isDateTime: validation.ParseDateTime succeeds. time.Parse of
-  // RFC3339Nano falls back from its strict parser to the layout's, which
-  // also takes a one-digit hour, a comma before the fraction and an
-  // offset of up to 24:60; ParseDateTime cuts the forms shorter than 20
-  // bytes and those with a lowercase t or z or a space.
+  // isDateTime: validation.ParseDateTime succeeds: RFC 3339, each field
+  // its full width, an offset up to 23:59.
   function isDateTime(v) {
-    if (v.length < 20 || v[10] !== 'T' || /[tz ]/.test(v)) { return false; }
-    var m = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{1,2}):([0-9]{2}):([0-9]{2})([.,][0-9]+)?(Z|[-+]([0-9]{2}):([0-9]{2}))$/.exec(v);
+    var m = /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(Z|[-+]([0-9]{2}):([0-9]{2}))$/.exec(v);
     if (!m || !validDay(+m[1], +m[2], +m[3]) || +m[4] > 23 || +m[5] > 59 || +m[6] > 59) { return false; }
-    return m[8] === 'Z' || (+m[9] <= 24 && +m[10] <= 60);
+    return m[8] === 'Z' || (+m[9] <= 23 && +m[10] <= 59);
   }
 
   // ---- net/mail ----
@@ -300,7 +296,6 @@
     var rest = hash < 0 ? raw : raw.slice(0, hash);
     var colon = schemeEnd(rest);
     if (colon <= 0 || unescape(frag, '') === null) { return -1; }
-    var scheme = rest.slice(0, colon).toLowerCase();
     rest = rest.slice(colon + 1);
     if (rest.endsWith('?') && rest.indexOf('?') === rest.length - 1) {
       rest = rest.slice(0, -1);
@@ -311,7 +306,7 @@
       var authority = rest.slice(2);
       var slash = authority.indexOf('/');
       rest = slash < 0 ? '' : authority.slice(slash);
-      if (parseAuthority(scheme, slash < 0 ? authority : authority.slice(0, slash)) === null) { return -1; }
+      if (parseAuthority(slash < 0 ? authority : authority.slice(0, slash)) === null) { return -1; }
     }
     // An opaque part (a rest without a leading slash) is not unescaped.
     if (rest.startsWith('/') && unescape(rest, '') === null) { return -1; }
@@ -330,9 +325,9 @@
     return -1;
   }
 
-  function parseAuthority(scheme, authority) {
+  function parseAuthority(authority) {
     var at = authority.lastIndexOf('@');
-    var host = parseHost(scheme, at < 0 ? authority : authority.slice(at + 1));
+    var host = parseHost(at < 0 ? authority : authority.slice(at + 1));
     if (host === null || at < 0) { return host; }
     var userinfo = authority.slice(0, at);
     if (!/^[A-Za-z0-9\-._:~!$&'()*+,;=%@]*$/.test(userinfo)) { return null; }
@@ -341,7 +336,7 @@
     return parts.every(function (p) { return unescape(p, '') !== null; }) ? host : null;
   }
 
-  function parseHost(scheme, host) {
+  function parseHost(host) {
     var open = host.lastIndexOf('[');
     if (open > 0) { return null; }
     if (open === 0) {
@@ -356,12 +351,10 @@
       var ip = parseAddr(plain);
       return ip && !ip.is4 ? '[' + plain + ']' + port : null;
     }
+    // A host name holds no colon (validation refuses the ones url.Parse
+    // takes before the port of a URL other than http and https).
     var i = host.indexOf(':');
-    if (i >= 0) {
-      // Colons before the port are taken but in http and https URLs.
-      if (scheme !== 'http' && scheme !== 'https') { i = host.lastIndexOf(':'); }
-      if (!validOptionalPort(host.slice(i))) { return null; }
-    }
+    if (i >= 0 && !validOptionalPort(host.slice(i))) { return null; }
     return unescape(host, 'host');
   }
 
