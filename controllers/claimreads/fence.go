@@ -106,10 +106,13 @@ var errNotComparable = errors.New("the API server's resourceVersions are not num
 // read writes the fence, waits until the cache has seen the write, and
 // returns the claims the cache then holds (the fence left out).
 func (f *Fence) read(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
+	start := time.Now()
 	rv, err := f.write(ctx)
 	if err != nil {
 		return nil, err
 	}
+	written := time.Now()
+	fenceSeconds.WithLabelValues("write").Observe(written.Sub(start).Seconds())
 	want, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		return nil, errNotComparable
@@ -121,6 +124,7 @@ func (f *Fence) read(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
 		seen, wake := f.seen, f.wake
 		f.mu.Unlock()
 		if seen >= want {
+			fenceSeconds.WithLabelValues("seen").Observe(time.Since(written).Seconds())
 			break
 		}
 		select {

@@ -55,6 +55,7 @@ var managerCounters = []string{
 	"workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count",
 	"hitl_status_conflicts_total", "hitl_claim_reads_total", "hitl_events_total",
 	"hitl_close_duration_seconds_sum", "hitl_close_duration_seconds_count",
+	"hitl_claim_fence_seconds_sum", "hitl_claim_fence_seconds_count",
 }
 
 // managerSeries reads the manager's managerCounters, by series: none
