@@ -14,6 +14,13 @@ import (
 // through within it.
 const grantTTL = 5 * time.Second
 
+// grantRefreshAfter is how old a remembered "allowed" grows before the
+// next reply by its author, still judged by it, also asks the authorizer
+// again, off that reply's path: a person answering question after question
+// never waits for a review while their grant holds, and a revocation is
+// still seen within grantTTL.
+const grantRefreshAfter = grantTTL / 2
+
 // denialTTL is how long it reuses a "denied": a flood of refused replies
 // from one author costs one SubjectAccessReview per denialTTL, and a new
 // grant takes effect within it.
@@ -34,6 +41,10 @@ type grantCache struct {
 	// one author to many questions (a GitOps engine applying a merge)
 	// judged at once costs one review, not one per worker.
 	inFlight map[string]*review
+	// allowedAt is when each remembered grant was recorded, and
+	// refreshing the keys whose refresh is under way.
+	allowedAt  map[string]time.Time
+	refreshing map[string]bool
 }
 
 // review is one SubjectAccessReview under way; done is closed when its
@@ -45,7 +56,8 @@ type review struct {
 }
 
 func newGrantCache() *grantCache {
-	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}, inFlight: map[string]*review{}}
+	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}, inFlight: map[string]*review{},
+		allowedAt: map[string]time.Time{}, refreshing: map[string]bool{}}
 }
 
 // shared returns ask's answer for key, asking only when no review of key is
@@ -89,6 +101,7 @@ func (c *grantCache) allowed(key string, now time.Time) bool {
 	exp, ok := c.expires[key]
 	if ok && !now.Before(exp) {
 		delete(c.expires, key)
+		delete(c.allowedAt, key)
 		return false
 	}
 	return ok
@@ -99,9 +112,47 @@ func (c *grantCache) allow(key string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.expires) >= maxGrants {
-		c.expires = map[string]time.Time{}
+		c.expires, c.allowedAt = map[string]time.Time{}, map[string]time.Time{}
 	}
 	c.expires[key] = now.Add(grantTTL)
+	c.allowedAt[key] = now
+}
+
+// refreshDue reports whether key's remembered grant, still valid, is at
+// least grantRefreshAfter old with no refresh under way; it then counts
+// one as under way until refreshed.
+func (c *grantCache) refreshDue(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.expires[key]
+	if !ok || !now.Before(exp) || c.refreshing[key] || now.Sub(c.allowedAt[key]) < grantRefreshAfter {
+		return false
+	}
+	if len(c.refreshing) >= maxGrants {
+		return false
+	}
+	c.refreshing[key] = true
+	return true
+}
+
+// refreshed records a refresh's answer, asked at now: a grant renewed, a
+// revocation remembered as a denial at once, an error leaving the grant to
+// lapse at its time.
+func (c *grantCache) refreshed(key string, allowed bool, err error, now time.Time) {
+	c.mu.Lock()
+	delete(c.refreshing, key)
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+	case allowed:
+		c.allow(key, now)
+	default:
+		c.mu.Lock()
+		delete(c.expires, key)
+		delete(c.allowedAt, key)
+		c.mu.Unlock()
+		c.deny(key, now)
+	}
 }
 
 // denied reports whether key was denied less than denialTTL before now.

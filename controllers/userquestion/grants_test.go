@@ -151,3 +151,51 @@ func TestAGrantReviewWaiterStopsWithItsContext(t *testing.T) {
 		t.Fatalf("a waiter whose context ended got %v, want context.Canceled", err)
 	}
 }
+
+func TestGrantCacheAsksAgainAheadOfItsTTLOnceAndHonoursTheAnswer(t *testing.T) {
+	c := newGrantCache()
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	key := grantKey(&hitlv1.UserInfo{Username: "alice", UID: "u1"}, "ns", "bot")
+	if c.refreshDue(key, t0) {
+		t.Fatal("a refresh is due for a grant never recorded")
+	}
+	c.allow(key, t0)
+	if c.refreshDue(key, t0.Add(grantRefreshAfter-time.Millisecond)) {
+		t.Fatal("a refresh is due before grantRefreshAfter")
+	}
+	at := t0.Add(grantRefreshAfter)
+	if !c.refreshDue(key, at) {
+		t.Fatal("no refresh due at grantRefreshAfter")
+	}
+	if c.refreshDue(key, at.Add(time.Millisecond)) {
+		t.Fatal("a second refresh is due while the first is under way")
+	}
+	c.refreshed(key, true, nil, at)
+	if !c.allowed(key, at.Add(grantTTL-time.Millisecond)) {
+		t.Fatal("a grant the refresh confirmed lapsed at the old TTL")
+	}
+
+	// A refresh that fails keeps the grant's expiry and may be tried again.
+	at2 := at.Add(grantRefreshAfter)
+	if !c.refreshDue(key, at2) {
+		t.Fatal("no refresh due after the last one's grantRefreshAfter")
+	}
+	c.refreshed(key, false, errors.New("the API server is away"), at2)
+	if !c.allowed(key, at.Add(grantTTL-time.Millisecond)) || c.allowed(key, at.Add(grantTTL)) {
+		t.Fatal("a failed refresh changed the grant's expiry")
+	}
+	c.allow(key, at2)
+
+	// A refresh that finds the grant revoked ends it at once.
+	at3 := at2.Add(grantRefreshAfter)
+	if !c.refreshDue(key, at3) {
+		t.Fatal("no refresh due")
+	}
+	c.refreshed(key, false, nil, at3)
+	if c.allowed(key, at3) {
+		t.Fatal("a grant the refresh found revoked is still allowed")
+	}
+	if !c.denied(key, at3) {
+		t.Fatal("a grant the refresh found revoked is not remembered as denied")
+	}
+}

@@ -454,3 +454,55 @@ func TestRefusalsAskDistinctAuthorsAtOnce(t *testing.T) {
 		t.Errorf("refused %+v, want mallory's reply alone, FORBIDDEN", refused)
 	}
 }
+
+// A grant past grantRefreshAfter still lets its author's reply through at
+// once, and is asked about again in the background: renewed, the author
+// never waits for a review while answering question after question;
+// revoked, the next reply is refused, before grantTTL.
+func TestAGrantIsRefreshedAheadOfItsTTLOffTheReplysPath(t *testing.T) {
+	s := newRefusalScene(t, openQuestion())
+	ctx := context.Background()
+	s.calls.allow("alice", true)
+	judge := func(name string) bool {
+		t.Helper()
+		refused, err := s.r.refusals(ctx, s.q, []hitlv1.QuestionReply{*shippedReply(s.q, name, "alice")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refused[name].Code == ""
+	}
+	reviews := func() int { _, n := s.calls.counts(); return n }
+	if !judge("r0") || reviews() != 1 {
+		t.Fatalf("alice's first reply: %d reviews, want 1 and allowed", reviews())
+	}
+	s.clk.Step(grantRefreshAfter - time.Millisecond)
+	if !judge("r1") || reviews() != 1 {
+		t.Fatalf("before grantRefreshAfter: %d reviews, want still 1", reviews())
+	}
+	s.clk.Step(time.Millisecond)
+	// The authorizer now says no; the reply in hand was judged by the grant
+	// remembered, the refresh learns of the revocation.
+	s.calls.allow("alice", false)
+	if !judge("r2") {
+		t.Fatal("the reply that started the refresh waited for it, or was refused by it")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for reviews() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refresh was asked: %d reviews", reviews())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for !s.r.grants.denied(grantKey(&hitlv1.UserInfo{Username: "alice"}, s.q.Namespace, s.q.Spec.Agent), s.clk.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh's denial was not recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if judge("r3") {
+		t.Error("alice's reply after the refresh found her grant revoked was let through")
+	}
+	if n := reviews(); n != 2 {
+		t.Errorf("%d reviews, want 2: the refusal reused the refresh's denial", n)
+	}
+}

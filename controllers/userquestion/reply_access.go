@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -61,6 +62,9 @@ func (r *Reconciler) refusals(ctx context.Context, q *hitlv1.UserQuestion, repli
 		switch {
 		case r.grants.allowed(key, now):
 			decided[key] = true
+			if r.grants.refreshDue(key, now) {
+				r.refreshGrant(ctx, q, key, by)
+			}
 		case r.grants.denied(key, now):
 			decided[key] = false
 		default:
@@ -128,6 +132,27 @@ func (r *Reconciler) askGrants(ctx context.Context, q *hitlv1.UserQuestion, toAs
 		}
 	}
 	return answers, nil
+}
+
+// grantRefreshTimeout bounds a refresh of a remembered grant, which runs
+// past the look that started it.
+const grantRefreshTimeout = 10 * time.Second
+
+// refreshGrant asks the authorizer again, in the background, whether by
+// may still answer q's agent, and records the answer (see
+// grantRefreshAfter).
+func (r *Reconciler) refreshGrant(ctx context.Context, q *hitlv1.UserQuestion, key string, by *hitlv1.UserInfo) {
+	namespace, agent, subject := q.Namespace, q.Spec.Agent, access.SubjectOf(by)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantRefreshTimeout)
+		defer cancel()
+		asked := r.Clock.Now()
+		allowed, err := r.grants.shared(ctx, key, func() (bool, error) {
+			allowed, _, err := access.Allowed(ctx, r.Client, subject, hitlv1.VerbAnswer, namespace, agent)
+			return allowed, err
+		})
+		r.grants.refreshed(key, allowed, err, asked)
+	}()
 }
 
 // implied reports whether the question's status already names the reply
