@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +23,20 @@ import (
 // namespace, of a question and an agent of that name, which no question
 // has. It holds no window.
 const FenceName = "hitl-manager-fence"
+
+// FenceNames are the fence's objects: FenceName and FenceName-1 to -7, one
+// for each read that may be in flight at once (claimReadsInFlight), so that
+// reads sent together write different objects instead of contending for
+// one. Each claims the question FenceName.
+var FenceNames = fenceNames()
+
+func fenceNames() []string {
+	names := []string{FenceName}
+	for i := 1; i < claimReadsInFlight; i++ {
+		names = append(names, fmt.Sprintf("%s-%d", FenceName, i))
+	}
+	return names
+}
 
 // fenceWait is how long a read waits for the cache to see its fence write
 // before it reads the API server instead.
@@ -42,9 +57,10 @@ const fenceWait = 2 * time.Second
 // in its namespace); without them, or when a write fails, the read lists
 // the claims from the API server as before.
 type Fence struct {
-	writer client.Client
-	cache  client.Reader
-	key    types.NamespacedName
+	writer    client.Client
+	cache     client.Reader
+	namespace string
+	free      chan string // the fence objects no read is writing
 
 	mu   sync.Mutex
 	seen uint64        // the newest resourceVersion of the fence the cache delivered
@@ -59,7 +75,10 @@ type Informer interface {
 // NewFence returns the fence in namespace, written by writer and read back
 // from cache; informer must be the cache's informer of QuestionClaims.
 func NewFence(writer client.Client, cache client.Reader, informer Informer, namespace string) (*Fence, error) {
-	f := &Fence{writer: writer, cache: cache, key: types.NamespacedName{Namespace: namespace, Name: FenceName}, wake: make(chan struct{})}
+	f := &Fence{writer: writer, cache: cache, namespace: namespace, free: make(chan string, len(FenceNames)), wake: make(chan struct{})}
+	for _, name := range FenceNames {
+		f.free <- name
+	}
 	observe := func(o any) {
 		if c, ok := o.(*hitlv1.QuestionClaim); ok && f.Is(c) {
 			f.observe(c.ResourceVersion)
@@ -74,15 +93,16 @@ func NewFence(writer client.Client, cache client.Reader, informer Informer, name
 	return f, nil
 }
 
-// Is reports whether c is the fence, which claims nothing.
+// Is reports whether c is one of the fence's objects, which claim nothing.
 func (f *Fence) Is(c *hitlv1.QuestionClaim) bool {
-	return f != nil && c.Namespace == f.key.Namespace && c.Name == f.key.Name
+	return f != nil && c.Namespace == f.namespace && IsFence(c)
 }
 
 // IsFence reports whether c has the shape of a manager's fence (callers also
-// check its namespace): an object of that name claiming a question of that name.
+// check its namespace): an object of one of FenceNames claiming the
+// question FenceName.
 func IsFence(c *hitlv1.QuestionClaim) bool {
-	return c.Name == FenceName && c.Spec.QuestionRef.Name == FenceName
+	return c.Spec.QuestionRef.Name == FenceName && slices.Contains(FenceNames, c.Name)
 }
 
 func (f *Fence) observe(rv string) {
@@ -148,11 +168,18 @@ func (f *Fence) read(ctx context.Context) ([]hitlv1.QuestionClaim, error) {
 	return claims, nil
 }
 
-// write renews the fence, creating it when it is missing, and returns the
-// resourceVersion of the write.
+// write renews a fence object no other read is writing, creating it when
+// it is missing, and returns the resourceVersion of the write.
 func (f *Fence) write(ctx context.Context) (string, error) {
+	var name string
+	select {
+	case name = <-f.free:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { f.free <- name }()
 	now := metav1.NowMicro()
-	c := &hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Name: f.key.Name, Namespace: f.key.Namespace}}
+	c := &hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.namespace}}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"renewTime":%q}}`, now.Format(metav1.RFC3339Micro)))
 	err := f.writer.Patch(ctx, c, patch)
 	if apierrors.IsNotFound(err) {
@@ -165,7 +192,7 @@ func (f *Fence) write(ctx context.Context) (string, error) {
 		err = f.writer.Create(ctx, c)
 	}
 	if err != nil {
-		return "", fmt.Errorf("writing the claims fence %s: %w", f.key, err)
+		return "", fmt.Errorf("writing the claims fence %s/%s: %w", f.namespace, name, err)
 	}
 	return c.ResourceVersion, nil
 }

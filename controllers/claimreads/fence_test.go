@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,7 +50,15 @@ func (c *cacheStub) List(_ context.Context, list client.ObjectList, _ ...client.
 }
 
 func TestFenceReadWaitsUntilTheCacheHasSeenItsWrite(t *testing.T) {
-	writer := fake.NewClientBuilder().WithScheme(hitlv1.NewScheme()).Build()
+	// The fake keeps a resourceVersion per object; the API server's are
+	// one sequence. Objects far apart in it stand for that: the first read
+	// creates the first fence object, the next ones renew theirs.
+	var existing []client.Object
+	for i, name := range FenceNames[1:3] {
+		existing = append(existing, &hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "hitl-system", Name: name, ResourceVersion: strconv.Itoa(1000 * (i + 1))},
+			Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: FenceName}, Agent: FenceName}})
+	}
+	writer := fake.NewClientBuilder().WithScheme(hitlv1.NewScheme()).WithObjects(existing...).Build()
 	var delivered atomic.Bool
 	fenceClaim := hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "hitl-system", Name: FenceName}, Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: FenceName}}}
 	other := hitlv1.QuestionClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "c"}, Spec: hitlv1.QuestionClaimSpec{QuestionRef: hitlv1.QuestionReference{Name: "q"}}}
@@ -71,17 +80,9 @@ func TestFenceReadWaitsUntilTheCacheHasSeenItsWrite(t *testing.T) {
 			done <- result{claims, err}
 		}()
 		// The write reaches the API server; the cache is slow to see it.
-		var written hitlv1.QuestionClaim
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			err := writer.Get(ctx, client.ObjectKey{Namespace: "hitl-system", Name: FenceName}, &written)
-			if err == nil && written.Spec.RenewTime != nil && (round == 0 || written.ResourceVersion != fenceClaim.ResourceVersion) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the fence was never written", round)
-			}
-			time.Sleep(time.Millisecond)
+		written := newestFence(t, writer, fenceClaim.ResourceVersion)
+		if written.Name != FenceNames[round] {
+			t.Fatalf("round %d: the fence wrote %s, want %s: each read takes the object written longest ago", round, written.Name, FenceNames[round])
 		}
 		select {
 		case r := <-done:
@@ -112,6 +113,101 @@ func TestFenceReadWaitsUntilTheCacheHasSeenItsWrite(t *testing.T) {
 		}
 		delivered.Store(false)
 		fenceClaim = written
+	}
+}
+
+// newestFence waits until a fence object newer than resourceVersion is
+// written and returns it.
+func newestFence(t *testing.T, writer client.Client, resourceVersion string) hitlv1.QuestionClaim {
+	t.Helper()
+	after, _ := strconv.ParseUint(resourceVersion, 10, 64) // "" for none yet
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var list hitlv1.QuestionClaimList
+		if err := writer.List(context.Background(), &list, client.InNamespace("hitl-system")); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list.Items {
+			if rv, _ := strconv.ParseUint(c.ResourceVersion, 10, 64); rv > after && c.Spec.RenewTime != nil {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fence was written after resourceVersion %q", resourceVersion)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Reads in flight together write different fence objects, so that they do
+// not contend for one; the cache's seeing the newest write ends them all.
+func TestReadsInFlightTogetherWriteDifferentFences(t *testing.T) {
+	var mu sync.Mutex
+	patched := map[string]int{}
+	writer := interceptor.NewClient(fake.NewClientBuilder().WithScheme(hitlv1.NewScheme()).Build(), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			mu.Lock()
+			patched[obj.GetName()]++
+			mu.Unlock()
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	var delivered atomic.Bool
+	cache := &cacheStub{delivered: &delivered}
+	informer := &informerStub{}
+	f, err := NewFence(writer, cache, informer, "hitl-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	errs := make(chan error, len(FenceNames))
+	for range FenceNames {
+		go func() {
+			_, err := f.read(ctx)
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(patched)
+		mu.Unlock()
+		if n == len(FenceNames) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads in flight wrote %v, want each of %v once", len(FenceNames), patched, FenceNames)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var newest hitlv1.QuestionClaim
+	for _, name := range FenceNames {
+		var c hitlv1.QuestionClaim
+		if err := writer.Get(ctx, client.ObjectKey{Namespace: "hitl-system", Name: name}, &c); err != nil {
+			t.Fatalf("fence %s: %v", name, err)
+		}
+		if !IsFence(&c) {
+			t.Fatalf("%s is not recognised as a fence object: %+v", name, c.Spec)
+		}
+		a, _ := strconv.ParseUint(c.ResourceVersion, 10, 64)
+		b, _ := strconv.ParseUint(newest.ResourceVersion, 10, 64)
+		if a > b {
+			newest = c
+		}
+	}
+	delivered.Store(true)
+	informer.handler.OnUpdate(nil, newest.DeepCopy())
+	for range FenceNames {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, n := range patched {
+		if n != 1 {
+			t.Errorf("fence %s written %d times by %d reads in flight together, want once", name, n, len(FenceNames))
+		}
 	}
 }
 
