@@ -41,9 +41,7 @@ type grantCache struct {
 	// one author to many questions (a GitOps engine applying a merge)
 	// judged at once costs one review, not one per worker.
 	inFlight map[string]*review
-	// allowedAt is when each remembered grant was recorded, and
-	// refreshing the keys whose refresh is under way.
-	allowedAt  map[string]time.Time
+	// refreshing are the keys whose refresh is under way.
 	refreshing map[string]bool
 }
 
@@ -57,7 +55,7 @@ type review struct {
 
 func newGrantCache() *grantCache {
 	return &grantCache{expires: map[string]time.Time{}, denials: map[string]time.Time{}, inFlight: map[string]*review{},
-		allowedAt: map[string]time.Time{}, refreshing: map[string]bool{}}
+		refreshing: map[string]bool{}}
 }
 
 // shared returns ask's answer for key, asking only when no review of key is
@@ -101,7 +99,6 @@ func (c *grantCache) allowed(key string, now time.Time) bool {
 	exp, ok := c.expires[key]
 	if ok && !now.Before(exp) {
 		delete(c.expires, key)
-		delete(c.allowedAt, key)
 		return false
 	}
 	return ok
@@ -112,10 +109,9 @@ func (c *grantCache) allow(key string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.expires) >= maxGrants {
-		c.expires, c.allowedAt = map[string]time.Time{}, map[string]time.Time{}
+		c.expires = map[string]time.Time{}
 	}
 	c.expires[key] = now.Add(grantTTL)
-	c.allowedAt[key] = now
 }
 
 // refreshDue reports whether key's remembered grant, still valid, is at
@@ -125,7 +121,8 @@ func (c *grantCache) refreshDue(key string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exp, ok := c.expires[key]
-	if !ok || !now.Before(exp) || c.refreshing[key] || now.Sub(c.allowedAt[key]) < grantRefreshAfter {
+	// A grant recorded at t expires at t+grantTTL.
+	if !ok || !now.Before(exp) || c.refreshing[key] || exp.Sub(now) > grantTTL-grantRefreshAfter {
 		return false
 	}
 	if len(c.refreshing) >= maxGrants {
@@ -149,7 +146,6 @@ func (c *grantCache) refreshed(key string, allowed bool, err error, now time.Tim
 	default:
 		c.mu.Lock()
 		delete(c.expires, key)
-		delete(c.allowedAt, key)
 		c.mu.Unlock()
 		c.deny(key, now)
 	}

@@ -104,10 +104,7 @@ func (r *Reconciler) askGrants(ctx context.Context, q *hitlv1.UserQuestion, toAs
 	)
 	for key, by := range toAsk {
 		wg.Go(func() {
-			allowed, err := r.grants.shared(ctx, key, func() (bool, error) {
-				allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
-				return allowed, err
-			})
+			allowed, err := r.askGrant(ctx, q, key, by)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -142,17 +139,22 @@ const grantRefreshTimeout = 10 * time.Second
 // may still answer q's agent, and records the answer (see
 // grantRefreshAfter).
 func (r *Reconciler) refreshGrant(ctx context.Context, q *hitlv1.UserQuestion, key string, by *hitlv1.UserInfo) {
-	namespace, agent, subject := q.Namespace, q.Spec.Agent, access.SubjectOf(by)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantRefreshTimeout)
 		defer cancel()
 		asked := r.Clock.Now()
-		allowed, err := r.grants.shared(ctx, key, func() (bool, error) {
-			allowed, _, err := access.Allowed(ctx, r.Client, subject, hitlv1.VerbAnswer, namespace, agent)
-			return allowed, err
-		})
+		allowed, err := r.askGrant(ctx, q, key, by)
 		r.grants.refreshed(key, allowed, err, asked)
 	}()
+}
+
+// askGrant asks the API server's authorizer whether by (its grant key)
+// may answer q's agent, sharing a review of key already under way.
+func (r *Reconciler) askGrant(ctx context.Context, q *hitlv1.UserQuestion, key string, by *hitlv1.UserInfo) (bool, error) {
+	return r.grants.shared(ctx, key, func() (bool, error) {
+		allowed, _, err := access.Allowed(ctx, r.Client, access.SubjectOf(by), hitlv1.VerbAnswer, q.Namespace, q.Spec.Agent)
+		return allowed, err
+	})
 }
 
 // implied reports whether the question's status already names the reply

@@ -59,19 +59,7 @@ func (b *bench) deadlines(ctx context.Context) error {
 		}
 		if set.label == "spread" {
 			b.logSlices("spread", late)
-			// Where the lateness is: the controller's decision (its
-			// timer, its read of the claims) or the write that follows.
-			var decided []time.Duration
-			for _, name := range set.names {
-				if at, deadline, ok := b.obs.continuedAt(name); ok {
-					decided = append(decided, at.Sub(deadline))
-				}
-			}
-			b.logSlices("spread status.continuedAt after the deadline,", decided)
-			p50, p99, worst := percentiles(decided)
-			b.r.set("spread: status.continuedAt after the deadline ms, p50", ms(p50))
-			b.r.set("spread: status.continuedAt after the deadline ms, p99", ms(p99))
-			b.r.set("spread: status.continuedAt after the deadline ms, max", ms(worst))
+			b.logSlices("spread status.continuedAt after the deadline,", b.decidedLateness("spread: ", set.names))
 		}
 		p50, p99, worst := percentiles(late)
 		label := fmt.Sprintf("deadline lateness ms, %d %s", len(set.names), set.label)

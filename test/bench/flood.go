@@ -355,16 +355,11 @@ func (b *bench) flood(ctx context.Context) error {
 		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread p99", len(late)), ms(p99))
 		b.r.set(label+fmt.Sprintf("deadline lateness ms, %d spread max", len(late)), ms(worst))
 		b.r.set(label+"early transitions", float64(early))
-		var decided []time.Duration
-		for i := range late {
-			if at, deadline, ok := b.obs.continuedAt(fmt.Sprintf("flood-%s-%d", tag, i)); ok {
-				decided = append(decided, at.Sub(deadline))
-			}
+		names := make([]string, len(late))
+		for i := range names {
+			names[i] = fmt.Sprintf("flood-%s-%d", tag, i)
 		}
-		p50d, p99d, worstd := percentiles(decided)
-		b.r.set(label+"status.continuedAt after the deadline ms, p50", ms(p50d))
-		b.r.set(label+"status.continuedAt after the deadline ms, p99", ms(p99d))
-		b.r.set(label+"status.continuedAt after the deadline ms, max", ms(worstd))
+		b.decidedLateness(label, names)
 		b.reportAPF(label, before, after)
 		b.r.set(label+"windows still open a minute after the last deadline", float64(open))
 		b.r.check("every window closed, flood, "+run, "0 open", fmt.Sprintf("%d open", open), open == 0)

@@ -140,3 +140,22 @@ func (b *bench) logSlices(what string, late []time.Duration) {
 	}
 	fmt.Fprintf(os.Stderr, "bench: %s lateness p99/max ms by tenth of the window: %s\n", what, strings.Join(parts, " "))
 }
+
+// decidedLateness sets the figures of how long after its deadline each of
+// names was decided to close (its status.continuedAt, the time of the
+// claims read that decided it), named with prefix: where a close's
+// lateness is, the controller's decision or the writes after it. It
+// returns those times, in the order of names.
+func (b *bench) decidedLateness(prefix string, names []string) []time.Duration {
+	var decided []time.Duration
+	for _, name := range names {
+		if at, deadline, ok := b.obs.continuedAt(name); ok {
+			decided = append(decided, at.Sub(deadline))
+		}
+	}
+	p50, p99, worst := percentiles(decided)
+	b.r.set(prefix+"status.continuedAt after the deadline ms, p50", ms(p50))
+	b.r.set(prefix+"status.continuedAt after the deadline ms, p99", ms(p99))
+	b.r.set(prefix+"status.continuedAt after the deadline ms, max", ms(worst))
+	return decided
+}
